@@ -1,0 +1,207 @@
+"""a2c_cartpole.py: GAE numbers, truncation bootstrap, learning bar, logging, bad input."""
+
+import os
+import subprocess
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+import a2c_cartpole as a2c
+from common.envs import make_gym_vector_env
+from conftest import ROOT
+
+
+# ---------------------------------------------------------------- GAE
+def seed_example():
+    """Seed 000's worked example: 5 steps x 4 envs (A, B, C, D), env B ends its episode at step 1."""
+    rewards = torch.ones(5, 4)
+    dones = torch.zeros(5, 4)
+    dones[1, 1] = 1.0
+    values = torch.tensor([[15.0, 3.0, 8.0, 1.0], [16.0, 2.0, 9.0, 2.0], [17.0, 5.0, 10.0, 3.0],
+                           [18.0, 4.0, 11.0, 4.0], [19.0, 3.0, 12.0, 5.0]])
+    next_value = torch.tensor([20.0, 6.0, 13.0, 6.0])
+    return rewards, values, dones, next_value
+
+
+def test_gae_matches_seed_worked_example():
+    rewards, values, dones, next_value = seed_example()
+    advantages, returns = a2c.compute_gae(rewards, values, dones, next_value, gamma=0.99, gae_lambda=1.0)
+    # step 4: delta = 1 + 0.99 * V(next) - V  (env C is 1.88, the seed rounds it to 1.89)
+    torch.testing.assert_close(advantages[4], torch.tensor([1.8, 3.94, 1.87, 1.94]))
+    # step 3: delta + 0.99 * A4, e.g. A: 1.81 + 0.99 * 1.8 = 3.592
+    torch.testing.assert_close(advantages[3], torch.tensor([3.592, 3.8706, 3.7313, 3.8706]))
+    # step 2, env A: (1 + 0.99 * 18 - 17) + 0.99 * 3.592 = 5.37608; env B: -0.04 + 0.99 * 3.8706
+    torch.testing.assert_close(advantages[2, :2], torch.tensor([5.37608, 3.791894]))
+    # step 1, env B ended: no V(next), no later advantages. The seed's trace keeps V(next) = 5 and
+    # gets 3.95; the correct value is r - V = 1.0 - 2.0.
+    assert advantages[1, 1].item() == pytest.approx(-1.0)
+    # step 0, env B: (1 + 0.99 * 2 - 3) + 0.99 * (-1.0) = -1.01
+    assert advantages[0, 1].item() == pytest.approx(-1.01)
+    torch.testing.assert_close(returns, advantages + values)
+
+
+def gae_reference(rewards, values, dones, next_value, gamma, lam):
+    """Plain per-env, per-step loop over Python floats."""
+    T, N = len(rewards), len(rewards[0])
+    advantages = [[0.0] * N for _ in range(T)]
+    for n in range(N):
+        running = 0.0
+        for t in reversed(range(T)):
+            v_next = next_value[n] if t == T - 1 else values[t + 1][n]
+            if dones[t][n]:
+                running = rewards[t][n] - values[t][n]
+            else:
+                running = rewards[t][n] + gamma * v_next - values[t][n] + gamma * lam * running
+            advantages[t][n] = running
+    return advantages
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_gae_random_against_plain_loop(seed):
+    g = torch.Generator().manual_seed(seed)
+    T, N, gamma, lam = 17, 6, 0.97, 0.9
+    rewards, values = torch.randn(T, N, generator=g), torch.randn(T, N, generator=g)
+    dones = (torch.rand(T, N, generator=g) < 0.2).float()
+    next_value = torch.randn(N, generator=g)
+    advantages, returns = a2c.compute_gae(rewards, values, dones, next_value, gamma, lam)
+    expected = gae_reference(rewards.tolist(), values.tolist(), dones.tolist(), next_value.tolist(), gamma, lam)
+    torch.testing.assert_close(advantages, torch.tensor(expected))
+    torch.testing.assert_close(returns, advantages + values)
+
+
+# ---------------------------------------------------------------- truncation
+class CounterEnv(gym.Env):
+    """obs = [t]; reward 1 per step; terminates at t == 3 if `terminate`, else runs until a TimeLimit."""
+
+    observation_space = gym.spaces.Box(-100.0, 100.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, terminate: bool):
+        self.terminate, self.t = terminate, 0
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([0.0], np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.array([self.t], np.float32), 1.0, self.terminate and self.t == 3, False, {}
+
+
+gym.register("TestTerminateAt3-v0", entry_point=lambda: CounterEnv(terminate=True))
+gym.register("TestTruncateAt3-v0", entry_point=lambda: CounterEnv(terminate=False), max_episode_steps=3)
+
+
+class KnownValueAgent(nn.Module):
+    """Uniform policy, V(s) = 10 + s[0]: bootstrap targets can be computed by hand."""
+
+    def forward(self, x):
+        return torch.zeros(x.shape[0], 2), self.get_value(x)
+
+    def get_value(self, x):
+        return 10.0 + x[:, 0]
+
+
+@pytest.mark.parametrize("env_id, truncates", [("TestTerminateAt3-v0", False), ("TestTruncateAt3-v0", True)])
+def test_rollout_bootstraps_truncation_not_termination(env_id, truncates):
+    envs = make_gym_vector_env(env_id, 2)
+    obs, _ = envs.reset(seed=0)
+    storage = a2c.make_storage(num_steps=4, num_envs=2, obs_dim=1, device=torch.device("cpu"))
+    gamma = 0.9
+    next_obs, ep_returns, ep_lengths = a2c.collect_rollout(
+        envs, KnownValueAgent(), None, 0.5, obs, storage, gamma, torch.device("cpu"))
+    envs.close()
+    # The 3rd transition (t = 2) ends both episodes; its final observation is [3], V = 13. Rewards
+    # are scaled (reward_scale 0.5) before the bootstrap, which is already in value units.
+    expected_last_reward = 0.5 + gamma * 13.0 if truncates else 0.5
+    torch.testing.assert_close(storage["rewards"][:, 0], torch.tensor([0.5, 0.5, expected_last_reward, 0.5]))
+    torch.testing.assert_close(storage["dones"][:, 0], torch.tensor([0.0, 0.0, 1.0, 0.0]))
+    # SAME_STEP autoreset: the observation after the episode end is the new episode's first one.
+    torch.testing.assert_close(storage["obs"][:, 0, 0], torch.tensor([0.0, 1.0, 2.0, 0.0]))
+    assert ep_returns == [3.0, 3.0] and ep_lengths == [3, 3]
+    # The value target at the last step of the episode: the bootstrapped reward and nothing after it.
+    _, returns = a2c.compute_gae(storage["rewards"], storage["values"], storage["dones"],
+                                 torch.full((2,), 10.0 + next_obs[0, 0]), gamma, 1.0)
+    assert returns[2, 0].item() == pytest.approx(expected_last_reward)
+
+
+# ---------------------------------------------------------------- normalization
+def test_running_mean_std_and_frozen_normalization():
+    rng = np.random.default_rng(0)
+    batches = [rng.normal(3.0, 2.0, (8, 4)) for _ in range(50)]
+    obs_rms = a2c.RunningMeanStd((4,))
+    for b in batches:
+        obs_rms.update(b)
+    data = np.concatenate(batches)
+    np.testing.assert_allclose(obs_rms.mean, data.mean(0), rtol=1e-4)
+    np.testing.assert_allclose(obs_rms.var, data.var(0), rtol=1e-3)
+    x = rng.normal(3.0, 2.0, (5, 4))
+    np.testing.assert_allclose(a2c.normalize_obs(x, obs_rms), (x - data.mean(0)) / data.std(0), rtol=1e-3, atol=1e-4)
+    assert a2c.normalize_obs(np.full((1, 4), 1e6), obs_rms).max() == pytest.approx(10.0)  # clipped
+
+
+def test_loss_gradient_direction():
+    """Positive advantage raises the action's log-prob; value loss is the plain MSE."""
+    logprobs = torch.tensor([-0.5, -1.0], requires_grad=True)
+    values = torch.tensor([1.0, 2.0], requires_grad=True)
+    loss, policy_loss, value_loss, _ = a2c.a2c_loss(
+        logprobs, torch.zeros(2), values, torch.tensor([2.0, -1.0]), torch.tensor([3.0, 2.0]), 0.5, 0.0)
+    assert policy_loss.item() == pytest.approx(-(2.0 * -0.5 + -1.0 * -1.0) / 2)
+    assert value_loss.item() == pytest.approx((2.0**2 + 0.0) / 2)
+    loss.backward()
+    assert logprobs.grad[0] < 0 < logprobs.grad[1]  # descent raises action 0, lowers action 1
+
+
+# ---------------------------------------------------------------- end to end
+def test_learns_cartpole_with_defaults(tmp_path, monkeypatch):
+    """Default flags and a fixed seed: deterministic eval mean >= 475 (CartPole-v1 solved)."""
+    monkeypatch.chdir(tmp_path)
+    result = a2c.train(a2c.Args(seed=1))
+    evals = [mean for _, mean in result["eval_history"]]
+    assert result["solved_at"] is not None, f"never solved; evals {evals}"
+    assert evals[-1] >= 475, f"final eval {evals[-1]}; evals {evals}"
+
+
+def test_smoke_logs_scalars_and_checkpoint_roundtrip(tmp_path, monkeypatch):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    monkeypatch.chdir(tmp_path)
+    result = a2c.train(a2c.Args(seed=3, total_timesteps=2_000, eval_freq=10, eval_episodes=2, save_model=True))
+    events = EventAccumulator(result["run_dir"]).Reload()
+    expected = {"charts/episodic_return", "charts/episodic_length", "charts/SPS", "charts/learning_rate",
+                "losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/explained_variance",
+                "losses/grad_norm", "eval/return_mean", "eval/return_std"}
+    assert expected <= set(events.Tags()["scalars"])
+    assert "hyperparameters/text_summary" in events.Tags()["tensors"]
+    checkpoint = os.path.join(result["run_dir"], "a2c_cartpole.pt")
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "a2c_cartpole.py"), "--eval-checkpoint", checkpoint,
+                          "--eval-episodes", "3"], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "over 3 episodes" in out.stdout
+
+
+def run_script(*argv, cwd):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "a2c_cartpole.py"), *argv],
+                          capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--env-id", "Pendulum-v1"], ["--env-id", "Discrete"]),
+    (["--num-envs", "0"], ["--num-envs"]),
+    (["--mini-batches", "3"], ["--mini-batches"]),
+    (["--eval-checkpoint", "does_not_exist.pt"], ["--eval-checkpoint", "not found"]),
+    (["--eval-checkpoint", "corrupt.pt"], ["--eval-checkpoint", "corrupt"]),
+])
+def test_bad_input_gives_one_line_error(tmp_path, argv, words):
+    (tmp_path / "corrupt.pt").write_bytes(b"this is not a checkpoint")
+    out = run_script(*argv, cwd=tmp_path)
+    assert out.returncode != 0
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), out.stderr
+    for word in words:
+        assert word in lines[0]
