@@ -1,0 +1,450 @@
+"""PPO (Schulman et al. 2017, CleanRL's ppo.py layout) on our numpy Tetris, sized for a 2-core laptop CPU.
+
+Read top to bottom: Args, network, storage and rollout, GAE, loss, evaluation/watching, train(), main().
+What this file does that seed 004's PPO did not:
+  * The Tetris env resets games on the same step they end; truncation at --max-ticks is bootstrapped
+    with V(final observation), which the env keeps in shared memory for every backend.
+  * Checkpoints (atomic) every --checkpoint-freq updates, at the end and on Ctrl-C; --resume continues
+    the same TensorBoard run at the saved global step.
+  * Defaults measured on this machine: a few hundred envs x 64 steps instead of 1024 x 2048.
+
+    python ppo_tetris.py                                        # ~25 min on 2 cores
+    python ppo_tetris.py --resume runs/<run>/ppo_tetris.pt --total-timesteps 60000000
+    python ppo_tetris.py --eval-checkpoint runs/<run>/ppo_tetris.pt --eval-episodes 100
+    python ppo_tetris.py --eval-checkpoint runs/<run>/ppo_tetris.pt --render   # watch one game
+"""
+
+import dataclasses
+import os
+import time
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+import numpy as np
+import torch
+import torch.nn as nn
+import tyro
+from torch.distributions import Categorical
+
+from common.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from common.envs import make_tetris_vecenv
+from common.logs import Progress, make_run_name, make_writer
+from common.tetris import Tetris
+
+
+@dataclass
+class Args:
+    exp_name: str = "ppo_tetris"
+    """the name of this experiment (part of the run name)"""
+    env_id: str = "PufferTetris"
+    """the env name used in the run name (the env is always common.tetris.Tetris)"""
+    seed: int = 1
+    """seed of the experiment (torch, envs)"""
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
+    """where the network runs (auto: cuda if available)"""
+    torch_threads: int = 1
+    """torch CPU threads; on 2 shared cores a second thread made the MLP 3x slower, not faster"""
+    total_timesteps: int = 40_000_000
+    """total environment steps of training (about 20-27 min at the 25-35k SPS measured on 2 shared cores)"""
+    backend: Literal["Serial", "Multiprocessing"] = "Serial"
+    """pufferlib.vector backend: envs stepped in this process, or one worker process per --num-workers"""
+    num_envs: int = 512
+    """the number of parallel Tetris games"""
+    num_workers: int = 1
+    """Tetris env objects (worker processes with Multiprocessing) sharing --num-envs games"""
+    num_steps: int = 64
+    """the rollout length: steps per game per update"""
+    max_ticks: int = 10_000
+    """a game is truncated (and bootstrapped) after this many steps"""
+    learning_rate: float = 1e-3
+    """the learning rate of the Adam optimizer (seed 004's 2.5e-4 learned slower in our tuning runs)"""
+    anneal_lr: bool = True
+    """linearly anneal the learning rate to 0 over the run"""
+    gamma: float = 0.99
+    """the discount factor"""
+    gae_lambda: float = 0.95
+    """the GAE lambda"""
+    num_minibatches: int = 8
+    """minibatches per epoch"""
+    update_epochs: int = 2
+    """epochs over each rollout (learning is ~90% of the time: 2 epochs nearly double SPS)"""
+    norm_adv: bool = True
+    """normalize advantages per minibatch"""
+    clip_coef: float = 0.2
+    """the surrogate clipping coefficient"""
+    clip_vloss: bool = True
+    """clip the value loss around the rollout's values, as in the PPO paper's code"""
+    ent_coef: float = 0.03
+    """the entropy-bonus coefficient"""
+    vf_coef: float = 0.5
+    """the value-loss coefficient"""
+    max_grad_norm: float = 0.5
+    """the maximum global gradient norm (clipping)"""
+    target_kl: Optional[float] = None
+    """stop the update's epochs early once approx_kl exceeds this (None: never)"""
+    checkpoint_freq: int = 50
+    """save runs/<run>/ppo_tetris.pt every this many updates (0: only at the end and on Ctrl-C)"""
+    resume: Optional[str] = None
+    """continue the run saved in this checkpoint (its flags, except --total-timesteps and --device)"""
+    eval_checkpoint: Optional[str] = None
+    """load this checkpoint and only evaluate it (mean/std over --eval-episodes games)"""
+    eval_episodes: int = 100
+    """games per --eval-checkpoint evaluation"""
+    render: bool = False
+    """with --eval-checkpoint: play one game in the terminal instead"""
+    render_fps: float = 10.0
+    """board redraws per second with --render"""
+
+
+def validate_args(args: Args) -> None:
+    """Bad flags fail here, before any env or network is built, naming the flag to change."""
+    for flag, value in [("--num-envs", args.num_envs), ("--num-workers", args.num_workers),
+                        ("--num-steps", args.num_steps), ("--num-minibatches", args.num_minibatches),
+                        ("--update-epochs", args.update_epochs), ("--eval-episodes", args.eval_episodes),
+                        ("--max-ticks", args.max_ticks), ("--torch-threads", args.torch_threads)]:
+        if value < 1:
+            raise ValueError(f"{flag} must be at least 1 (got {value})")
+    if args.num_envs % args.num_workers:
+        raise ValueError(f"--num-envs {args.num_envs} must be divisible by --num-workers {args.num_workers}")
+    batch_size = args.num_envs * args.num_steps
+    if batch_size % args.num_minibatches:
+        raise ValueError(f"--num-minibatches {args.num_minibatches} must divide num_envs * num_steps = {batch_size}")
+    if args.total_timesteps < batch_size:
+        raise ValueError(f"--total-timesteps {args.total_timesteps} is less than one update ({batch_size} steps)")
+    for flag, value in [("--learning-rate", args.learning_rate), ("--clip-coef", args.clip_coef),
+                        ("--render-fps", args.render_fps)]:
+        if value <= 0:
+            raise ValueError(f"{flag} must be positive (got {value})")
+    if args.checkpoint_freq < 0:
+        raise ValueError(f"--checkpoint-freq must be >= 0 (got {args.checkpoint_freq})")
+    if args.render and not args.eval_checkpoint:
+        raise ValueError("--render needs --eval-checkpoint PATH (the agent to watch)")
+
+
+def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
+    torch.nn.init.orthogonal_(layer.weight, std)
+    torch.nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Agent(nn.Module):
+    """MLP 234-256-256 shared by a policy head and a value head (seed 004's PPOAgent)."""
+
+    def __init__(self, obs_dim: int, num_actions: int, hidden_size: int = 256):
+        super().__init__()
+        self.backbone = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, hidden_size)), nn.ReLU(),
+            layer_init(nn.Linear(hidden_size, hidden_size)), nn.ReLU(),
+        )
+        # Small policy-head init keeps the first policy near uniform; value head at unit scale.
+        self.actor = layer_init(nn.Linear(hidden_size, num_actions), std=0.01)
+        self.critic = layer_init(nn.Linear(hidden_size, 1), std=1.0)
+
+    def get_value(self, x: torch.Tensor) -> torch.Tensor:
+        return self.critic(self.backbone(x)).squeeze(-1)
+
+    def get_action_and_value(self, x: torch.Tensor, action: Optional[torch.Tensor] = None):
+        hidden = self.backbone(x)
+        dist = Categorical(logits=self.actor(hidden), validate_args=False)
+        if action is None:
+            action = dist.sample()
+        return action, dist.log_prob(action), dist.entropy(), self.critic(hidden).squeeze(-1)
+
+
+def make_storage(num_steps: int, num_envs: int, obs_dim: int, device: torch.device) -> dict:
+    """Rollout tensors, allocated once: the shapes are the documentation."""
+    shape = (num_steps, num_envs)
+    return dict(obs=torch.zeros(shape + (obs_dim,), device=device),
+                actions=torch.zeros(shape, dtype=torch.long, device=device),
+                **{key: torch.zeros(shape, device=device) for key in ("logprobs", "rewards", "dones", "values")})
+
+
+def collect_rollout(envs, agent: Agent, next_obs: torch.Tensor, storage: dict, gamma: float,
+                    device: torch.device, timers: dict):
+    """Fills `storage` by stepping every game num_steps times with the current policy.
+
+    `dones[t]` = 1 when transition t ended its game. On truncation the step's reward already holds
+    `gamma * V(final_obs)`, so GAE can treat every game end as a hard stop. Returns (next_obs, infos).
+    """
+    infos = []
+    for step in range(storage["obs"].shape[0]):
+        start = time.perf_counter()
+        storage["obs"][step] = next_obs
+        with torch.inference_mode():
+            action, logprob, _, value = agent.get_action_and_value(next_obs)
+        storage["actions"][step], storage["logprobs"][step], storage["values"][step] = action, logprob, value
+        actions = action.cpu().numpy().astype(np.int32)
+        timers["inference"] += time.perf_counter() - start
+
+        start = time.perf_counter()
+        obs, reward, terminated, truncated, step_infos = envs.step(actions)
+        timers["env"] += time.perf_counter() - start
+
+        start = time.perf_counter()
+        next_obs = torch.as_tensor(obs, device=device)  # copies: the env reuses its buffer
+        reward = torch.as_tensor(reward, dtype=torch.float32, device=device).clone()
+        # Truncated at --max-ticks, not lost: the game could have gone on, so it is worth V(final_obs),
+        # not 0. The env row already holds the next game, so the true last observation comes from
+        # final_observations (terminal and truncated never coincide).
+        bootstrap = np.flatnonzero(truncated)
+        if len(bootstrap):
+            final_obs = torch.as_tensor(envs.final_observations[bootstrap], device=device)
+            with torch.inference_mode():
+                reward[bootstrap] += gamma * agent.get_value(final_obs)
+        storage["rewards"][step] = reward
+        storage["dones"][step] = torch.as_tensor(terminated | truncated, device=device)
+        infos.extend(step_infos)
+        timers["inference"] += time.perf_counter() - start
+    return next_obs, infos
+
+
+def compute_gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, next_value: torch.Tensor,
+                gamma: float, gae_lambda: float):
+    """Generalized Advantage Estimation on (T, N) tensors, the same contract as a2c_cartpole.py.
+
+    `dones[t]` = 1 when the transition at step t ended the episode (truncation already bootstrapped
+    into `rewards[t]`), `values[t]` = V(s_t), `next_value` = V(s_T) after the last step. An ended
+    episode contributes neither V(next) nor later advantages: both are masked by (1 - dones[t]).
+    Returns (advantages, returns) with returns = advantages + values, the value-function target.
+    """
+    advantages = torch.zeros_like(rewards)
+    last_advantage = torch.zeros_like(next_value)
+    for t in reversed(range(rewards.shape[0])):
+        next_values = next_value if t == rewards.shape[0] - 1 else values[t + 1]
+        next_nonterminal = 1.0 - dones[t]
+        delta = rewards[t] + gamma * next_values * next_nonterminal - values[t]
+        last_advantage = delta + gamma * gae_lambda * next_nonterminal * last_advantage
+        advantages[t] = last_advantage
+    return advantages, advantages + values
+
+
+def ppo_loss(new_logprobs, old_logprobs, advantages, new_values, old_values, returns, entropy,
+             clip_coef: float, clip_vloss: bool, vf_coef: float, ent_coef: float):
+    """The clipped PPO objective on one minibatch (advantages already normalized if wanted).
+
+    Returns (loss, pg_loss, v_loss, entropy, approx_kl, clipfrac); only `loss` needs gradients.
+    approx_kl is the low-variance estimator E[(r - 1) - log r] (Schulman's "Approximating KL").
+    """
+    logratio = new_logprobs - old_logprobs
+    ratio = logratio.exp()
+    pg_loss = torch.max(-advantages * ratio,
+                        -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)).mean()
+    if clip_vloss:
+        # The value may move at most clip_coef from the rollout's estimate, or pay the larger error.
+        v_clipped = old_values + torch.clamp(new_values - old_values, -clip_coef, clip_coef)
+        v_loss = 0.5 * torch.max((new_values - returns) ** 2, (v_clipped - returns) ** 2).mean()
+    else:
+        v_loss = 0.5 * ((new_values - returns) ** 2).mean()
+    entropy_mean = entropy.mean()
+    loss = pg_loss - ent_coef * entropy_mean + vf_coef * v_loss
+    with torch.no_grad():
+        approx_kl = ((ratio - 1) - logratio).mean()
+        clipfrac = ((ratio - 1.0).abs() > clip_coef).float().mean()
+    return loss, pg_loss, v_loss, entropy_mean, approx_kl, clipfrac
+
+
+def merge_infos(infos: list) -> dict:
+    """Tetris reports means over the games ended since its last report and their count n: weight by n."""
+    total = sum(info["n"] for info in infos)
+    return {key: sum(info[key] * info["n"] for info in infos) / total for key in infos[0] if key != "n"}
+
+
+def play(agent: Agent, episodes: int, seed: int, max_ticks: int, device: torch.device,
+         render_fps: Optional[float] = None) -> dict:
+    """Plays `episodes` games, sampling from the policy as in training; arrays of per-game stats.
+
+    One single-game Tetris per episode with log_interval=1: its info on the last step holds exactly
+    that game's stats. With render_fps, game 0 is redrawn in the terminal at that pace.
+    """
+    games = [Tetris(num_envs=1, seed=seed + i, max_ticks=max_ticks, log_interval=1) for i in range(episodes)]
+    stats, active = [None] * episodes, list(range(episodes))
+    while active:
+        if render_fps:
+            print("\033[H\033[2J" + games[0].render(), flush=True)  # home + clear screen
+            time.sleep(1.0 / render_fps)
+        obs = torch.as_tensor(np.concatenate([games[i].observations for i in active]), device=device)
+        with torch.inference_mode():
+            actions, _, _, _ = agent.get_action_and_value(obs)
+        for i, action in zip(list(active), actions.cpu().numpy().astype(np.int32)):
+            _, _, terminated, truncated, infos = games[i].step(action[None])
+            if terminated[0] or truncated[0]:
+                stats[i] = infos[0]
+                active.remove(i)
+    return {key: np.array([s[key] for s in stats]) for key in ("ep_return", "ep_length", "lines_deleted", "score")}
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda was asked for but torch sees no CUDA GPU; use --device cpu")
+    return torch.device(name)
+
+
+def load(path: str, flag: str) -> dict:
+    try:
+        return load_checkpoint(path, required_keys=("model", "optimizer", "args", "global_step", "update",
+                                                    "run_name", "obs_dim", "num_actions", "torch_rng_state"))
+    except CheckpointError as e:
+        raise ValueError(f"{flag}: {e}") from None
+
+
+def build_agent(ckpt: dict, flag: str, device: torch.device) -> Agent:
+    agent = Agent(ckpt["obs_dim"], ckpt["num_actions"]).to(device)
+    try:
+        agent.load_state_dict(ckpt["model"])
+    except RuntimeError as e:
+        raise ValueError(f"{flag}: weights do not fit the 234-256-256 network ({str(e).splitlines()[0]})") from None
+    return agent
+
+
+def evaluate_checkpoint(args: Args, device: torch.device) -> dict:
+    ckpt = load(args.eval_checkpoint, "--eval-checkpoint")
+    agent = build_agent(ckpt, "--eval-checkpoint", device)
+    stats = play(agent, 1 if args.render else args.eval_episodes, args.seed + 10_000, ckpt["args"]["max_ticks"],
+                 device, render_fps=args.render_fps if args.render else None)
+    print(f"{args.eval_checkpoint} (step {ckpt['global_step']:,}), {len(stats['score'])} games:")
+    for key, values in stats.items():
+        print(f"  {key:<14} {values.mean():10.2f} +/- {values.std():.2f}")
+    return stats
+
+
+def train(args: Args) -> dict:
+    ckpt = load(args.resume, "--resume") if args.resume else None
+    if ckpt:  # the saved run's flags, so the run continues as it started
+        args = dataclasses.replace(Args(**ckpt["args"]), total_timesteps=args.total_timesteps,
+                                   device=args.device, resume=args.resume)
+        validate_args(args)
+    device = resolve_device(args.device)
+    # A 256-unit MLP on a few thousand rows gains nothing from intra-op threads on 2 shared cores.
+    torch.set_num_threads(args.torch_threads)
+    torch.manual_seed(args.seed)
+    batch_size = args.num_envs * args.num_steps
+    minibatch_size = batch_size // args.num_minibatches
+    num_updates = args.total_timesteps // batch_size
+
+    # log_interval = num_steps: each env object reports its finished games once per rollout.
+    envs = make_tetris_vecenv(args.backend, args.num_envs, args.num_workers, args.seed,
+                              max_ticks=args.max_ticks, log_interval=args.num_steps)
+    try:
+        obs_dim, num_actions = envs.single_observation_space.shape[0], int(envs.single_action_space.n)
+        agent = build_agent(ckpt, "--resume", device) if ckpt else Agent(obs_dim, num_actions).to(device)
+        optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+        global_step, start_update, run_name = 0, 1, make_run_name(args.env_id, args.exp_name, args.seed)
+        if ckpt:
+            optimizer.load_state_dict(ckpt["optimizer"])
+            torch.set_rng_state(ckpt["torch_rng_state"])
+            global_step, start_update, run_name = ckpt["global_step"], ckpt["update"] + 1, ckpt["run_name"]
+        run_dir = os.path.join("runs", run_name)
+        writer = make_writer(run_dir, args)  # on resume: a new events file in the same run directory
+        storage = make_storage(args.num_steps, args.num_envs, obs_dim, device)
+        checkpoint_path = os.path.join(run_dir, f"{args.exp_name}.pt")
+        print(f"run {run_name}: updates {start_update}..{num_updates} of {batch_size:,} steps on {device}, "
+              f"{args.backend}; tensorboard --logdir runs", flush=True)
+
+        def save(update: int) -> None:
+            # The games themselves are not saved: a resumed run starts fresh games, seeded by update.
+            save_checkpoint(checkpoint_path, {
+                "model": agent.state_dict(), "optimizer": optimizer.state_dict(), "global_step": global_step,
+                "update": update, "args": dataclasses.asdict(args), "run_name": run_name, "obs_dim": obs_dim,
+                "num_actions": num_actions, "torch_rng_state": torch.get_rng_state()})
+
+        obs, _ = envs.reset(seed=args.seed + start_update)
+        next_obs = torch.as_tensor(obs, device=device)
+        timers = dict(env=0.0, inference=0.0, learn=0.0)
+        completed, recent = start_update - 1, {}
+        progress = Progress(args.total_timesteps, start_step=global_step)
+        try:
+            for update in range(start_update, num_updates + 1):
+                if args.anneal_lr:
+                    optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - (update - 1.0) / num_updates)
+                next_obs, infos = collect_rollout(envs, agent, next_obs, storage, args.gamma, device, timers)
+                global_step += batch_size
+
+                start = time.perf_counter()
+                with torch.inference_mode():
+                    next_value = agent.get_value(next_obs)
+                advantages, returns = compute_gae(storage["rewards"], storage["values"], storage["dones"],
+                                                  next_value, args.gamma, args.gae_lambda)
+                b_obs = storage["obs"].reshape(batch_size, obs_dim)
+                b_actions, b_logprobs, b_values = (storage[k].reshape(-1) for k in ("actions", "logprobs", "values"))
+                b_advantages, b_returns = advantages.reshape(-1), returns.reshape(-1)
+                for epoch in range(args.update_epochs):
+                    for mb in torch.randperm(batch_size, device=device).split(minibatch_size):
+                        _, new_logprobs, entropy, new_values = agent.get_action_and_value(b_obs[mb], b_actions[mb])
+                        mb_advantages = b_advantages[mb]
+                        if args.norm_adv:
+                            mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+                        loss, pg_loss, v_loss, entropy_mean, approx_kl, clipfrac = ppo_loss(
+                            new_logprobs, b_logprobs[mb], mb_advantages, new_values, b_values[mb], b_returns[mb],
+                            entropy, args.clip_coef, args.clip_vloss, args.vf_coef, args.ent_coef)
+                        if not torch.isfinite(loss):
+                            raise FloatingPointError(
+                                f"loss became {loss.item()} at update {update} (step {global_step:,}); "
+                                "lower --learning-rate or --max-grad-norm")
+                        optimizer.zero_grad(set_to_none=True)
+                        loss.backward()
+                        grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                        optimizer.step()
+                    if args.target_kl is not None and approx_kl > args.target_kl:
+                        break
+                timers["learn"] += time.perf_counter() - start
+
+                var_y = b_returns.var()
+                explained_var = float("nan") if var_y == 0 else (1 - (b_returns - b_values).var() / var_y).item()
+                total_time = sum(timers.values())
+                scalars = {
+                    "charts/learning_rate": optimizer.param_groups[0]["lr"],
+                    "charts/SPS": (global_step - progress.start_step) / total_time,
+                    "losses/policy_loss": pg_loss.item(), "losses/value_loss": v_loss.item(),
+                    "losses/entropy": entropy_mean.item(), "losses/approx_kl": approx_kl.item(),
+                    "losses/clipfrac": clipfrac.item(), "losses/explained_variance": explained_var,
+                    "losses/grad_norm": grad_norm.item(),
+                    "perf/env_SPS": (global_step - progress.start_step) / timers["env"],
+                    **{f"perf/{key}_time_frac": value / total_time for key, value in timers.items()},
+                }
+                if infos:
+                    recent = merge_infos(infos)
+                    scalars["charts/episodic_return"] = recent["ep_return"]
+                    scalars["charts/episodic_length"] = recent["ep_length"]
+                    scalars.update({f"tetris/{key}": value for key, value in recent.items()})
+                for tag, value in scalars.items():
+                    writer.add_scalar(tag, value, global_step)
+                if args.checkpoint_freq and update % args.checkpoint_freq == 0:
+                    save(update)
+                progress.update(global_step, update=update, ret=recent.get("ep_return"),
+                                len=recent.get("ep_length"), lines=recent.get("lines_deleted"))
+                completed = update
+        except KeyboardInterrupt:
+            # A half-done update is dropped: the checkpoint's step count is whole updates.
+            print("interrupted: saving, then closing the envs", flush=True)
+            global_step = completed * batch_size
+        save(completed)
+        writer.close()
+    finally:
+        envs.close()
+        for worker in getattr(envs, "processes", ()):  # Multiprocessing terminates but never reaps them
+            worker.join(timeout=5)
+    sps = (global_step - progress.start_step) / max(sum(timers.values()), 1e-9)
+    print(f"done: step {global_step:,}, SPS {sps:,.0f}, return {recent.get('ep_return')}, "
+          f"lines {recent.get('lines_deleted')}; saved {checkpoint_path}")
+    return {"global_step": global_step, "update": completed, "sps": sps, "run_dir": run_dir,
+            "checkpoint": checkpoint_path, "episode_stats": recent,
+            "env_sps": (global_step - progress.start_step) / max(timers["env"], 1e-9), "timers": timers}
+
+
+def main(argv=None) -> None:
+    args = tyro.cli(Args, args=argv)
+    try:
+        validate_args(args)
+        if args.eval_checkpoint:
+            torch.set_num_threads(args.torch_threads)
+            evaluate_checkpoint(args, resolve_device(args.device))
+        else:
+            train(args)
+    except (ValueError, FloatingPointError) as e:
+        raise SystemExit(f"error: {e}") from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,232 @@
+"""Tests of ppo_tetris.py: GAE and loss against hand-computed numbers, truncation bootstrapping through
+both vector backends, smoke/resume runs writing TensorBoard events and checkpoints, and the CLI's errors.
+"""
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import psutil
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+import ppo_tetris
+from common.envs import make_tetris_vecenv
+from ppo_tetris import Agent, Args, collect_rollout, compute_gae, make_storage, play, ppo_loss, train
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = dict(num_envs=8, num_steps=8, num_minibatches=2, update_epochs=2, max_ticks=20, checkpoint_freq=0)
+
+
+def scalars(run_dir):
+    events = EventAccumulator(run_dir, size_guidance={"scalars": 0})
+    events.Reload()
+    return {tag: [e.step for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+
+
+# ----- GAE -----
+
+def test_gae_hand_computed_with_a_done():
+    # T=3 steps x N=2 envs, gamma 0.9, lambda 0.8 (gamma * lambda = 0.72); env 0's episode ends at t=1.
+    rewards = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    values = torch.tensor([[0.5, 0.2], [0.4, 0.3], [0.1, 0.6]])
+    dones = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 0.0]])
+    next_value = torch.tensor([0.7, 0.9])
+    advantages, returns = compute_gae(rewards, values, dones, next_value, gamma=0.9, gae_lambda=0.8)
+    # env 0: t2: 1 + .9*.7 - .1 = 1.53; t1 (done): 0 - .4 = -.4; t0: 1 + .9*.4 - .5 + .72*(-.4) = .572
+    # env 1: t2: 1 + .9*.9 - .6 = 1.21; t1: 1 + .9*.6 - .3 + .72*1.21 = 2.1112;
+    #        t0: 0 + .9*.3 - .2 + .72*2.1112 = 1.590064
+    expected = torch.tensor([[0.572, 1.590064], [-0.4, 2.1112], [1.53, 1.21]])
+    torch.testing.assert_close(advantages, expected)
+    torch.testing.assert_close(returns, expected + values)
+
+
+def test_gae_truncation_is_a_bootstrapped_stop():
+    # One env, episode truncated at t=0 with V(final_obs) = 2 folded into the reward (0.5 + 0.9 * 2);
+    # the next episode's V(s_1) = 10 must not leak into t=0.
+    rewards = torch.tensor([[0.5 + 0.9 * 2.0], [0.0]])
+    values = torch.tensor([[1.0], [10.0]])
+    dones = torch.tensor([[1.0], [0.0]])
+    advantages, _ = compute_gae(rewards, values, dones, torch.tensor([10.0]), gamma=0.9, gae_lambda=0.95)
+    assert advantages[0, 0].item() == pytest.approx(0.5 + 1.8 - 1.0)
+    assert advantages[1, 0].item() == pytest.approx(0.0 + 0.9 * 10.0 - 10.0)
+
+
+@pytest.mark.parametrize("backend,num_workers", [("Serial", 1), ("Multiprocessing", 2)])
+def test_rollout_bootstraps_truncation_from_the_final_observation(backend, num_workers):
+    # Always no-op (reward 0), and V(x) = 10 * x[200] = 10 * tick / max_ticks: every game is truncated
+    # at tick 3 with V(final_obs) = 10, while the next game's first observation has V = 0.
+    agent = Agent(234, 7)
+    with torch.no_grad():
+        for layer in (agent.backbone[0], agent.backbone[2], agent.actor, agent.critic):
+            layer.weight.zero_(), layer.bias.zero_()
+        agent.backbone[0].weight[0, 200] = 1.0
+        agent.backbone[2].weight[0, 0] = 1.0
+        agent.critic.weight[0, 0] = 10.0
+        agent.actor.bias[0] = 100.0
+    envs = make_tetris_vecenv(backend, 4, num_workers, seed=0, max_ticks=3, log_interval=100)
+    try:
+        obs, _ = envs.reset(seed=0)
+        storage = make_storage(4, 4, 234, torch.device("cpu"))
+        timers = dict(env=0.0, inference=0.0)
+        collect_rollout(envs, agent, torch.as_tensor(obs), storage, 0.99, torch.device("cpu"), timers)
+    finally:
+        envs.close()
+        for worker in getattr(envs, "processes", ()):
+            worker.join(timeout=5)
+    assert storage["actions"].eq(0).all()
+    torch.testing.assert_close(storage["rewards"][:, 0], torch.tensor([0.0, 0.0, 9.9, 0.0]))
+    torch.testing.assert_close(storage["dones"], torch.tensor([[0.0], [0.0], [1.0], [0.0]]).expand(4, 4))
+    torch.testing.assert_close(storage["values"][:, 0], torch.tensor([0.0, 10 / 3, 20 / 3, 0.0]))
+
+
+# ----- loss -----
+
+def test_ppo_loss_hand_computed_clipping_active_and_inactive():
+    # ratios 1.5, 0.5, 0.5, 1.1 with advantages +1, +1, -1, -1 and clip 0.2. Per sample,
+    # -min(r*A, clip(r)*A): 1.5,+1 -> -1.2 (clip binds); 0.5,+1 -> -0.5 (outside the range, but the
+    # unclipped term is smaller: no clip); 0.5,-1 -> +0.8 (clip binds); 1.1,-1 -> +1.1 (inside).
+    ratios = torch.tensor([1.5, 0.5, 0.5, 1.1])
+    old_logprobs = torch.tensor([-1.0, -2.0, -0.5, -1.5])
+    new_logprobs = old_logprobs + ratios.log()
+    advantages = torch.tensor([1.0, 1.0, -1.0, -1.0])
+    old_values = torch.zeros(4)
+    new_values = torch.tensor([0.5, -0.1, 0.1, 0.0])
+    returns = torch.tensor([1.0, 1.0, -1.0, 0.0])
+    entropy = torch.ones(4)
+    loss, pg_loss, v_loss, entropy_mean, approx_kl, clipfrac = ppo_loss(
+        new_logprobs, old_logprobs, advantages, new_values, old_values, returns, entropy,
+        clip_coef=0.2, clip_vloss=True, vf_coef=0.5, ent_coef=0.01)
+    assert pg_loss.item() == pytest.approx((-1.2 - 0.5 + 0.8 + 1.1) / 4)
+    assert clipfrac.item() == pytest.approx(0.75)  # |r - 1| > 0.2 for three of four
+    # clipped values: 0.5 -> 0.2, so (0.2 - 1)^2 = 0.64 beats 0.25; the others are inside the range.
+    assert v_loss.item() == pytest.approx(0.5 * (0.64 + 1.21 + 1.21 + 0.0) / 4)
+    assert entropy_mean.item() == pytest.approx(1.0)
+    assert loss.item() == pytest.approx(0.05 - 0.01 * 1.0 + 0.5 * 0.3825)
+    kl = [(r - 1) - math.log(r) for r in (1.5, 0.5, 0.5, 1.1)]
+    assert approx_kl.item() == pytest.approx(sum(kl) / 4)
+    _, _, v_unclipped, *_ = ppo_loss(new_logprobs, old_logprobs, advantages, new_values, old_values, returns,
+                                     entropy, clip_coef=0.2, clip_vloss=False, vf_coef=0.5, ent_coef=0.01)
+    assert v_unclipped.item() == pytest.approx(0.5 * (0.25 + 1.21 + 1.21 + 0.0) / 4)
+
+
+def test_ppo_loss_without_policy_change_is_unclipped():
+    logprobs = torch.tensor([-1.0, -2.0])
+    advantages = torch.tensor([2.0, -1.0])
+    _, pg_loss, _, _, approx_kl, clipfrac = ppo_loss(
+        logprobs, logprobs, advantages, torch.zeros(2), torch.zeros(2), torch.zeros(2), torch.zeros(2),
+        clip_coef=0.2, clip_vloss=True, vf_coef=0.5, ent_coef=0.0)
+    assert pg_loss.item() == pytest.approx(-0.5) and clipfrac.item() == 0.0 and approx_kl.item() == 0.0
+
+
+# ----- runs -----
+
+@pytest.mark.parametrize("backend,num_workers", [("Serial", 1), ("Multiprocessing", 2)])
+def test_smoke_run_writes_events_and_checkpoint(tmp_path, monkeypatch, backend, num_workers):
+    monkeypatch.chdir(tmp_path)
+    result = train(Args(total_timesteps=3 * 64, backend=backend, num_workers=num_workers, **TINY))
+    assert result["global_step"] == 3 * 64 and result["update"] == 3
+    tags = scalars(result["run_dir"])
+    for tag in ("charts/episodic_return", "charts/episodic_length", "charts/SPS", "charts/learning_rate",
+                "losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/approx_kl",
+                "losses/clipfrac", "losses/explained_variance", "losses/grad_norm", "tetris/lines_deleted",
+                "tetris/score", "tetris/atn_frac_hard_drop", "perf/env_time_frac"):
+        assert tag in tags, tag
+    assert tags["charts/SPS"] == [64, 128, 192]
+    ckpt = torch.load(result["checkpoint"], weights_only=True)
+    assert ckpt["global_step"] == 192 and ckpt["update"] == 3 and ckpt["args"]["backend"] == backend
+    assert os.path.basename(result["run_dir"]).startswith("PufferTetris__ppo_tetris__1__")
+    assert not psutil.Process().children()  # Multiprocessing workers were closed and reaped
+
+
+def test_resume_continues_step_and_run_dir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    first = train(Args(total_timesteps=2 * 64, **TINY))
+    resumed = train(Args(total_timesteps=4 * 64, resume=first["checkpoint"]))  # other flags come from the file
+    assert resumed["run_dir"] == first["run_dir"] and resumed["checkpoint"] == first["checkpoint"]
+    assert resumed["global_step"] == 4 * 64 and resumed["update"] == 4
+    assert scalars(first["run_dir"])["losses/policy_loss"] == [64, 128, 192, 256]
+    assert torch.load(first["checkpoint"], weights_only=True)["global_step"] == 256
+
+
+def test_non_finite_loss_stops_with_a_clear_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    real_loss = ppo_tetris.ppo_loss
+    def nan_loss(*args, **kwargs):
+        loss, *rest = real_loss(*args, **kwargs)
+        return (loss * float("nan"), *rest)
+    monkeypatch.setattr(ppo_tetris, "ppo_loss", nan_loss)
+    with pytest.raises(SystemExit, match=r"^error: loss became nan at update 1 .*--learning-rate"):
+        ppo_tetris.main(["--total-timesteps", "64"] + [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()])
+
+
+def test_play_reports_per_game_stats():
+    stats = play(Agent(234, 7), episodes=3, seed=0, max_ticks=30, device=torch.device("cpu"))
+    assert sorted(stats) == ["ep_length", "ep_return", "lines_deleted", "score"]
+    assert all(len(v) == 3 for v in stats.values())
+    assert (stats["ep_length"] >= 1).all() and (stats["ep_length"] <= 30).all()
+    # soft and hard drops are the only rewards without line clears: reward = score / 100
+    np.testing.assert_allclose(stats["ep_return"], stats["score"] / 100, rtol=1e-5)
+
+
+# ----- command line -----
+
+@pytest.mark.parametrize("argv,flag", [
+    (["--num-envs", "10", "--num-workers", "3"], "--num-envs 10 must be divisible by --num-workers 3"),
+    (["--num-minibatches", "3"], "--num-minibatches 3"),
+    (["--total-timesteps", "100"], "--total-timesteps 100"),
+    (["--learning-rate", "0"], "--learning-rate"),
+    (["--render"], "--render needs --eval-checkpoint"),
+])
+def test_bad_flags_fail_early_naming_the_flag(argv, flag):
+    with pytest.raises(SystemExit) as e:
+        ppo_tetris.main(argv)
+    assert str(e.value).startswith("error: ") and flag in str(e.value)
+
+
+def test_make_tetris_vecenv_errors_name_the_flag():
+    with pytest.raises(ValueError, match="--backend"):
+        make_tetris_vecenv("Ray", 8, 1, 0)
+    with pytest.raises(ValueError, match="--num-workers 64 exceeds"):
+        make_tetris_vecenv("Multiprocessing", 64, 64, 0)
+
+
+@pytest.mark.parametrize("flag", ["--resume", "--eval-checkpoint"])
+def test_missing_or_corrupt_checkpoint_is_a_one_line_error(tmp_path, flag):
+    corrupt = tmp_path / "corrupt.pt"
+    corrupt.write_bytes(b"not a checkpoint")
+    path = str(tmp_path / "missing.pt") if flag == "--resume" else str(corrupt)
+    proc = subprocess.run([sys.executable, "ppo_tetris.py", flag, path], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {flag}: checkpoint"), proc.stderr
+    assert ("not found" if flag == "--resume" else "corrupt") in lines[0]
+
+
+def test_ctrl_c_saves_and_leaves_no_workers(tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "ppo_tetris.py"), "--backend", "Multiprocessing", "--num-workers", "2",
+         "--num-envs", "16", "--num-steps", "8", "--num-minibatches", "2", "--total-timesteps", "10000000"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().startswith("run PufferTetris__ppo_tetris__1__")  # envs are up
+        workers = psutil.Process(proc.pid).children(recursive=True)
+        assert len(workers) == 2
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "interrupted: saving" in out and "Traceback" not in err
+    (run,) = os.listdir(tmp_path / "runs")
+    ckpt = torch.load(tmp_path / "runs" / run / "ppo_tetris.pt", weights_only=True)
+    assert ckpt["global_step"] == 128 * ckpt["update"]
+    psutil.wait_procs(workers, timeout=5)
+    assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
