@@ -9,7 +9,8 @@ it prints: steps to the first eval >= 475; "stable solve", the steps after which
 stays >= 475 (none if the last eval fails); the share of evals >= 475 after the first hit; and
 training SPS with evaluation time excluded. SB3 runs the RL Zoo CartPole-v1 settings (8 envs,
 n_steps 5, RMSprop 7e-4, ent 0.0, 500k steps). Ours runs twice: with its defaults (for learning)
-and with SB3's settings (8 envs, n_steps 5, RMSprop 7e-4, for a like-for-like SPS ratio).
+and with SB3's settings (8 envs, n_steps 5, RMSprop 7e-4 constant, no observation normalization,
+for a like-for-like SPS ratio).
 """
 
 import argparse
@@ -100,7 +101,8 @@ def main():
         history, sps = run_ours(seed)
         rows.append(("ours (defaults)", seed, *summarize(history), sps))
         if not opts.skip_sb3:
-            _, sps_same = run_ours(seed, num_envs=8, num_steps=5, learning_rate=7e-4, total_timesteps=opts.sps_timesteps)
+            _, sps_same = run_ours(seed, num_envs=8, num_steps=5, learning_rate=7e-4, norm_obs=False,
+                                   anneal_lr=False, total_timesteps=opts.sps_timesteps)
             rows.append(("ours (SB3 settings)", seed, None, None, None, sps_same))
             history, sps = run_sb3(seed, opts.sb3_timesteps)
             rows.append(("SB3 A2C", seed, *summarize(history), sps))
