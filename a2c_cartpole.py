@@ -167,6 +167,7 @@ def normalize_obs(obs: np.ndarray, obs_rms: Optional[RunningMeanStd], clip: floa
     return np.clip((obs - obs_rms.mean) / np.sqrt(obs_rms.var + 1e-8), -clip, clip).astype(np.float32)
 
 
+@torch.inference_mode()  # no autograd bookkeeping while acting: the update recomputes what it needs
 def collect_rollout(envs, agent: Agent, obs_rms: Optional[RunningMeanStd], reward_scale: float,
                     next_obs: np.ndarray, storage: dict, gamma: float, device: torch.device):
     """Fills `storage` (tensors shaped (num_steps, num_envs): obs, actions, values, rewards, dones) by
@@ -180,11 +181,10 @@ def collect_rollout(envs, agent: Agent, obs_rms: Optional[RunningMeanStd], rewar
     episode_returns, episode_lengths = [], []
     for step in range(storage["obs"].shape[0]):
         storage["obs"][step] = torch.as_tensor(next_obs, device=device)
-        with torch.inference_mode():
-            logits, storage["values"][step] = agent(storage["obs"][step])
-            # Gumbel-max sampling, argmax(logits + Gumbel noise), draws from softmax(logits) at a
-            # seventh of a Categorical's cost; A2C recomputes log-probs in the update anyway.
-            action = (logits - torch.empty_like(logits).exponential_().log()).argmax(dim=-1)
+        logits, storage["values"][step] = agent(storage["obs"][step])
+        # Gumbel-max sampling, argmax(logits + Gumbel noise), draws from softmax(logits) at a
+        # seventh of a Categorical's cost; A2C recomputes log-probs in the update anyway.
+        action = (logits - torch.empty_like(logits).exponential_().log()).argmax(dim=-1)
         storage["actions"][step] = action
         raw_obs, reward, terminated, truncated, infos = envs.step(action.cpu().numpy())
         if obs_rms is not None:
@@ -196,8 +196,7 @@ def collect_rollout(envs, agent: Agent, obs_rms: Optional[RunningMeanStd], rewar
         bootstrap = np.flatnonzero(truncated & ~terminated)
         if len(bootstrap):
             final_obs = normalize_obs(np.stack(infos["final_obs"][bootstrap]), obs_rms)
-            with torch.inference_mode():
-                reward[bootstrap] += gamma * agent.get_value(torch.as_tensor(final_obs, device=device))
+            reward[bootstrap] += gamma * agent.get_value(torch.as_tensor(final_obs, device=device))
         storage["rewards"][step] = reward
         storage["dones"][step] = torch.as_tensor(terminated | truncated, device=device)
         ep_returns, ep_lengths = finished_episodes(infos)

@@ -94,19 +94,22 @@ def main():
     parser.add_argument("--sps-timesteps", type=int, default=100_000,
                         help="steps of our A2C at SB3's settings, for the SPS ratio")
     parser.add_argument("--skip-sb3", action="store_true", help="only run ours (for tuning)")
+    parser.add_argument("--sps-only", action="store_true",
+                        help="only the SPS comparison: ours and SB3 at SB3's settings, --sps-timesteps each")
     opts = parser.parse_args()
 
     rows = []
     for seed in opts.seeds:
-        history, sps = run_ours(seed)
-        rows.append(("ours (defaults)", seed, *summarize(history), sps))
+        if not opts.sps_only:
+            history, sps = run_ours(seed)
+            rows.append(("ours (defaults)", seed, *summarize(history), sps))
         if not opts.skip_sb3:
             _, sps_same = run_ours(seed, num_envs=8, num_steps=5, learning_rate=7e-4, norm_obs=False,
                                    anneal_lr=False, total_timesteps=opts.sps_timesteps)
             rows.append(("ours (SB3 settings)", seed, None, None, None, sps_same))
-            history, sps = run_sb3(seed, opts.sb3_timesteps)
+            history, sps = run_sb3(seed, opts.sps_timesteps if opts.sps_only else opts.sb3_timesteps)
             rows.append(("SB3 A2C", seed, *summarize(history), sps))
-        print(rows[-1] if opts.skip_sb3 else rows[-3:], flush=True)
+        print(rows[-3:], flush=True)
 
     print(f"\n| learner | seed | first eval >= 475 | stable solve | evals >= 475 after first hit | train SPS |")
     print("|---|---|---|---|---|---|")
