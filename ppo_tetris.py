@@ -426,8 +426,8 @@ def train(args: Args) -> dict:
         for worker in getattr(envs, "processes", ()):  # Multiprocessing terminates but never reaps them
             worker.join(timeout=5)
     sps = (global_step - progress.start_step) / max(sum(timers.values()), 1e-9)
-    print(f"done: step {global_step:,}, SPS {sps:,.0f}, return {recent.get('ep_return')}, "
-          f"lines {recent.get('lines_deleted')}; saved {checkpoint_path}")
+    summary = ", ".join(f"{key} {recent[key]:.2f}" for key in ("ep_return", "ep_length", "lines_deleted") if key in recent)
+    print(f"done: step {global_step:,}, SPS {sps:,.0f}, {summary or 'no finished games'}; saved {checkpoint_path}")
     return {"global_step": global_step, "update": completed, "sps": sps, "run_dir": run_dir,
             "checkpoint": checkpoint_path, "episode_stats": recent,
             "env_sps": (global_step - progress.start_step) / max(timers["env"], 1e-9), "timers": timers}
