@@ -89,7 +89,7 @@ def validate_args(args: Args) -> None:
     """Bad flags fail here, before any env or network is built, naming the flag to change."""
     for flag, value in [("--num-envs", args.num_envs), ("--num-steps", args.num_steps),
                         ("--mini-batches", args.mini_batches), ("--hidden-size", args.hidden_size),
-                        ("--eval-episodes", args.eval_episodes)]:
+                        ("--eval-episodes", args.eval_episodes), ("--torch-threads", args.torch_threads)]:
         if value < 1:
             raise ValueError(f"{flag} must be at least 1 (got {value})")
     batch_size = args.num_envs * args.num_steps

@@ -185,6 +185,19 @@ def test_smoke_logs_scalars_and_checkpoint_roundtrip(tmp_path, monkeypatch):
     assert "over 3 episodes" in out.stdout
 
 
+def test_non_finite_loss_stops_with_a_clear_message(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    real_loss = a2c.a2c_loss
+
+    def nan_loss(*args, **kwargs):
+        loss, *rest = real_loss(*args, **kwargs)
+        return (loss * float("nan"), *rest)
+
+    monkeypatch.setattr(a2c, "a2c_loss", nan_loss)
+    with pytest.raises(SystemExit, match=r"^error: loss became nan at update 1 .*--learning-rate"):
+        a2c.main(["--total-timesteps", "800", "--eval-freq", "0"])
+
+
 def run_script(*argv, cwd):
     return subprocess.run([sys.executable, os.path.join(ROOT, "a2c_cartpole.py"), *argv],
                           capture_output=True, text=True, cwd=cwd, timeout=120)
