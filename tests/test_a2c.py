@@ -1,8 +1,10 @@
 """a2c_cartpole.py: GAE numbers, truncation bootstrap, learning bar, logging, bad input."""
 
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -196,6 +198,24 @@ def test_non_finite_loss_stops_with_a_clear_message(tmp_path, monkeypatch):
     monkeypatch.setattr(a2c, "a2c_loss", nan_loss)
     with pytest.raises(SystemExit, match=r"^error: loss became nan at update 1 .*--learning-rate"):
         a2c.main(["--total-timesteps", "800", "--eval-freq", "0"])
+
+
+def test_ctrl_c_saves_the_model(tmp_path):
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "a2c_cartpole.py"), "--save-model",
+                             "--total-timesteps", "10000000"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().startswith("run CartPole-v1__a2c_cartpole__1__")  # training has started
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert "interrupted: saving" in out
+    (run,) = os.listdir(tmp_path / "runs")
+    checkpoint = torch.load(tmp_path / "runs" / run / "a2c_cartpole.pt", weights_only=True)
+    assert 0 < checkpoint["global_step"] < 10_000_000
 
 
 def run_script(*argv, cwd):
