@@ -25,6 +25,9 @@ def save_checkpoint(path: str, payload: dict) -> None:
             torch.save(payload, f)
             f.flush()
             os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp_path, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
         os.replace(tmp_path, path)
     except BaseException:
         if os.path.exists(tmp_path):
