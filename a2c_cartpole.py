@@ -413,7 +413,8 @@ def train(args: Args) -> dict:
         envs.close()
         writer.close()
     sps = global_step / max(train_time, 1e-9)
-    print(f"done: {global_step:,} steps, training SPS {sps:,.0f} (evaluation excluded), last eval {eval_mean}")
+    last_eval = "none" if eval_mean is None else f"{eval_mean:.1f}"
+    print(f"done: {global_step:,} steps, training SPS {sps:,.0f} (evaluation excluded), last eval {last_eval}")
     return {"global_step": global_step, "sps": sps, "eval_history": eval_history, "solved_at": solved_at,
             "run_dir": run_dir}
 
