@@ -181,8 +181,9 @@ def collect_rollout(envs, agent: Agent, next_obs: torch.Tensor, storage: dict, g
         timers["env"] += time.perf_counter() - start
 
         start = time.perf_counter()
-        next_obs = torch.as_tensor(obs, device=device)  # copies: the env reuses its buffer
-        reward = torch.as_tensor(reward, dtype=torch.float32, device=device).clone()
+        # On the CPU this shares the env's buffer, which is safe: storage copies it before the next step.
+        next_obs = torch.as_tensor(obs, device=device)
+        storage["rewards"][step] = torch.as_tensor(reward, device=device)
         # Truncated at --max-ticks, not lost: the game could have gone on, so it is worth V(final_obs),
         # not 0. The env row already holds the next game, so the true last observation comes from
         # final_observations (terminal and truncated never coincide).
@@ -190,8 +191,7 @@ def collect_rollout(envs, agent: Agent, next_obs: torch.Tensor, storage: dict, g
         if len(bootstrap):
             final_obs = torch.as_tensor(envs.final_observations[bootstrap], device=device)
             with torch.inference_mode():
-                reward[bootstrap] += gamma * agent.get_value(final_obs)
-        storage["rewards"][step] = reward
+                storage["rewards"][step, bootstrap] += gamma * agent.get_value(final_obs)
         storage["dones"][step] = torch.as_tensor(terminated | truncated, device=device)
         infos.extend(step_infos)
         timers["inference"] += time.perf_counter() - start

@@ -35,7 +35,7 @@ class Progress:
     """Prints `steps | SPS | ETA | fields` every `interval` seconds.
 
     On a terminal the line is printed every few seconds; when stdout is a file or a pipe (CI, nohup)
-    it prints only every `quiet_interval` seconds so logs stay short. `force=True` always prints.
+    it prints only every `quiet_interval` seconds so logs stay short.
     """
 
     def __init__(self, total_steps: int, interval: float = 5.0, quiet_interval: float = 60.0, start_step: int = 0):
@@ -48,9 +48,9 @@ class Progress:
     def sps(self, global_step: int) -> float:
         return (global_step - self.start_step) / max(time.time() - self.start_time, 1e-9)
 
-    def update(self, global_step: int, force: bool = False, **fields) -> None:
+    def update(self, global_step: int, **fields) -> None:
         now = time.time()
-        if not force and now - self.last_print < self.interval:
+        if now - self.last_print < self.interval:
             return
         self.last_print = now
         sps = self.sps(global_step)
