@@ -1,11 +1,10 @@
 """Environment construction shared by the scripts.
 
 Gymnasium >= 1.0 vector envs reset a finished sub-env on the *next* `step()` by default, which hands
-the learner one bogus transition per episode. We ask for SAME_STEP autoreset instead: the
-observation returned with `terminated | truncated` is already the next episode's first one, and the
-true last observation is in `info["final_obs"]`, which a learner needs to bootstrap `V(final_obs)`
-on time-limit truncation.
-"""
+the learner one bogus transition per episode. Our vector envs reset in the SAME step instead (as
+gymnasium's AutoresetMode.SAME_STEP does): the observation returned with `terminated | truncated` is
+already the next episode's first one, and the true last observation is in `info["final_obs"]`,
+which a learner needs to bootstrap `V(final_obs)` on time-limit truncation."""
 
 import multiprocessing
 import signal
@@ -14,14 +13,75 @@ import gymnasium as gym
 import numpy as np
 import psutil
 import pufferlib.vector
-from gymnasium.vector import AutoresetMode, SyncVectorEnv
-from gymnasium.wrappers.vector import RecordEpisodeStatistics
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
 
 from common.tetris import Tetris
 
 
-def make_gym_vector_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
-    """`num_envs` copies of `env_id` stepped in this process, SAME_STEP autoreset, episode stats in info."""
+class SameStepVectorEnv(gym.vector.VectorEnv):
+    """Gymnasium envs stepped one after another in this process, with SAME_STEP autoreset and episode
+    statistics. It returns what `RecordEpisodeStatistics(SyncVectorEnv(..., autoreset_mode=SAME_STEP))`
+    returns, with the same info keys (`final_obs`, `episode` {"r", "l"} and their `_final_obs`,
+    `_episode` masks; the envs' own infos are dropped), at a third of their per-step overhead: for an
+    env as cheap as CartPole that overhead was ~15% of A2C's training time.
+
+    Observations must be a Box (one array per step); the returned arrays are reused by the next step.
+    """
+
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
+
+    def __init__(self, env_fns):
+        self.envs = [make_env() for make_env in env_fns]
+        self.num_envs = len(self.envs)
+        self.single_observation_space = self.envs[0].observation_space
+        self.single_action_space = self.envs[0].action_space
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        space = self.single_observation_space
+        self.observations = np.zeros((self.num_envs, *space.shape), space.dtype)
+        self.rewards = np.zeros(self.num_envs)
+        self.terminations = np.zeros(self.num_envs, dtype=bool)
+        self.truncations = np.zeros(self.num_envs, dtype=bool)
+        self.episode_returns = np.zeros(self.num_envs)
+        self.episode_lengths = np.zeros(self.num_envs, dtype=np.int64)
+
+    def reset(self, *, seed=None, options=None):
+        """Seeds env i with seed + i, as SyncVectorEnv does."""
+        for i, env in enumerate(self.envs):
+            self.observations[i], _ = env.reset(seed=None if seed is None else seed + i, options=options)
+        self.episode_returns[:], self.episode_lengths[:] = 0.0, 0
+        return self.observations, {}
+
+    def step(self, actions):
+        final_obs = None
+        for i, env in enumerate(self.envs):
+            obs, self.rewards[i], self.terminations[i], self.truncations[i], _ = env.step(actions[i])
+            if self.terminations[i] or self.truncations[i]:
+                if final_obs is None:
+                    final_obs = np.full(self.num_envs, None, dtype=object)
+                final_obs[i] = obs  # the true last observation: learners bootstrap V(final_obs) from it
+                obs, _ = env.reset()
+            self.observations[i] = obs
+        self.episode_returns += self.rewards
+        self.episode_lengths += 1
+        infos = {}
+        if final_obs is not None:
+            dones = self.terminations | self.truncations
+            infos = {"final_obs": final_obs, "_final_obs": dones, "_episode": dones,
+                     "episode": {"r": np.where(dones, self.episode_returns, 0.0),
+                                 "l": np.where(dones, self.episode_lengths, 0)}}
+            self.episode_returns[dones], self.episode_lengths[dones] = 0.0, 0
+        return self.observations, self.rewards.copy(), self.terminations.copy(), self.truncations.copy(), infos
+
+    def close_extras(self, **kwargs):
+        for env in self.envs:
+            env.close()
+
+
+def make_gym_vector_env(env_id: str, num_envs: int) -> SameStepVectorEnv:
+    """`num_envs` copies of `env_id` stepped in this process, SAME_STEP autoreset, episode stats in info.
+    Only flat Box observations and Discrete actions are accepted (what the MLP scripts support)."""
     if num_envs < 1:
         raise ValueError(f"--num-envs must be at least 1 (got {num_envs})")
     try:
@@ -31,11 +91,12 @@ def make_gym_vector_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
     # The passive env checker re-validates every step's output; it is a debugging aid that costs ~20%
     # of CartPole's stepping time, so we leave it to gymnasium's check_env.
     try:
-        envs = SyncVectorEnv([lambda: gym.make(env_id, disable_env_checker=True) for _ in range(num_envs)],
-                             autoreset_mode=AutoresetMode.SAME_STEP)
+        probe = gym.make(env_id, disable_env_checker=True)
     except gym.error.Error as e:  # e.g. DependencyNotInstalled for Box2D or MuJoCo envs
         raise ValueError(f"--env-id {env_id}: {e}") from None
-    return RecordEpisodeStatistics(envs)
+    require_box_obs_discrete_actions(probe.observation_space, probe.action_space, env_id)
+    probe.close()
+    return SameStepVectorEnv([lambda: gym.make(env_id, disable_env_checker=True) for _ in range(num_envs)])
 
 
 def require_box_obs_discrete_actions(observation_space, action_space, env_id: str) -> None:

@@ -113,7 +113,7 @@ class KnownValueAgent(nn.Module):
 def test_rollout_bootstraps_truncation_not_termination(env_id, truncates):
     envs = make_gym_vector_env(env_id, 2)
     obs, _ = envs.reset(seed=0)
-    storage = a2c.make_storage(num_steps=4, num_envs=2, obs_dim=1, device=torch.device("cpu"))
+    storage = a2c.make_storage(num_steps=4, num_envs=2, obs_dim=1)
     gamma = 0.9
     next_obs, ep_returns, ep_lengths = a2c.collect_rollout(
         envs, KnownValueAgent(), None, 0.5, obs, storage, gamma, torch.device("cpu"))
@@ -121,13 +121,14 @@ def test_rollout_bootstraps_truncation_not_termination(env_id, truncates):
     # The 3rd transition (t = 2) ends both episodes; its final observation is [3], V = 13. Rewards
     # are scaled (reward_scale 0.5) before the bootstrap, which is already in value units.
     expected_last_reward = 0.5 + gamma * 13.0 if truncates else 0.5
-    torch.testing.assert_close(storage["rewards"][:, 0], torch.tensor([0.5, 0.5, expected_last_reward, 0.5]))
-    torch.testing.assert_close(storage["dones"][:, 0], torch.tensor([0.0, 0.0, 1.0, 0.0]))
+    np.testing.assert_allclose(storage["rewards"][:, 0], [0.5, 0.5, expected_last_reward, 0.5], rtol=1e-6)
+    np.testing.assert_array_equal(storage["dones"][:, 0], [0.0, 0.0, 1.0, 0.0])
     # SAME_STEP autoreset: the observation after the episode end is the new episode's first one.
-    torch.testing.assert_close(storage["obs"][:, 0, 0], torch.tensor([0.0, 1.0, 2.0, 0.0]))
+    np.testing.assert_array_equal(storage["obs"][:, 0, 0], [0.0, 1.0, 2.0, 0.0])
     assert ep_returns == [3.0, 3.0] and ep_lengths == [3, 3]
     # The value target at the last step of the episode: the bootstrapped reward and nothing after it.
-    _, returns = a2c.compute_gae(storage["rewards"], storage["values"], storage["dones"],
+    batch = {key: torch.as_tensor(array) for key, array in storage.items()}
+    _, returns = a2c.compute_gae(batch["rewards"], batch["values"], batch["dones"],
                                  torch.full((2,), 10.0 + next_obs[0, 0]), gamma, 1.0)
     assert returns[2, 0].item() == pytest.approx(expected_last_reward)
 

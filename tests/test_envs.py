@@ -1,0 +1,57 @@
+"""common/envs.py: our same-step vector env against gymnasium's own SAME_STEP vector env."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from gymnasium.wrappers.vector import RecordEpisodeStatistics
+
+from common.envs import SameStepVectorEnv, make_gym_vector_env
+
+
+@pytest.mark.parametrize("env_id, max_episode_steps", [("CartPole-v1", None), ("CartPole-v1", 12), ("Acrobot-v1", 30)])
+def test_same_step_vector_env_matches_gymnasium(env_id, max_episode_steps):
+    """Step for step, with the same seeds and actions, we return what
+    RecordEpisodeStatistics(SyncVectorEnv(autoreset_mode=SAME_STEP)) returns: observations, rewards,
+    terminations, truncations, the true final observations and the finished episodes' stats.
+    A short time limit makes truncations (and truncation-then-reset) happen often."""
+    make = lambda: gym.make(env_id, max_episode_steps=max_episode_steps, disable_env_checker=True)  # noqa: E731
+    ours = SameStepVectorEnv([make] * 3)
+    theirs = RecordEpisodeStatistics(SyncVectorEnv([make] * 3, autoreset_mode=AutoresetMode.SAME_STEP))
+    obs, _ = ours.reset(seed=7)
+    expected_obs, _ = theirs.reset(seed=7)
+    np.testing.assert_array_equal(obs, expected_obs)
+    rng = np.random.default_rng(0)
+    episodes = truncations = 0
+    for _ in range(3000):
+        actions = rng.integers(0, ours.single_action_space.n, size=3)
+        obs, rewards, terminated, truncated, infos = ours.step(actions)
+        expected = theirs.step(actions)
+        for got, want in zip((obs, rewards, terminated, truncated), expected[:4]):
+            np.testing.assert_array_equal(got, want)
+        expected_infos = expected[4]
+        assert ("final_obs" in infos) == ("final_obs" in expected_infos)
+        if "final_obs" in infos:
+            done = expected_infos["_final_obs"]
+            np.testing.assert_array_equal(infos["_final_obs"], done)
+            np.testing.assert_array_equal(np.stack(infos["final_obs"][done]), np.stack(expected_infos["final_obs"][done]))
+            np.testing.assert_array_equal(infos["_episode"], expected_infos["_episode"])
+            for key in ("r", "l"):
+                np.testing.assert_array_equal(infos["episode"][key][done], expected_infos["episode"][key][done])
+            episodes += int(done.sum())
+            truncations += int(truncated.sum())
+    assert episodes > 50
+    if max_episode_steps is not None:
+        assert truncations > 0
+    ours.close()
+    theirs.close()
+    assert ours.closed
+
+
+def test_make_gym_vector_env_rejects_other_spaces():
+    with pytest.raises(ValueError, match="Discrete actions"):
+        make_gym_vector_env("MountainCarContinuous-v0", 2)
+    with pytest.raises(ValueError, match="not a registered Gymnasium env"):
+        make_gym_vector_env("NoSuchEnv-v0", 2)
+    with pytest.raises(ValueError, match="--num-envs"):
+        make_gym_vector_env("CartPole-v1", 0)
