@@ -1,9 +1,11 @@
 """Synchronous A2C (Mnih et al. 2016, as in Stable-Baselines3 and skrl) on Gymnasium CartPole-v1.
 
-Read top to bottom: Args, network, observation normalization, rollout, GAE, loss, evaluation, main().
+Read top to bottom: Args, network (with one flat weight buffer), observation normalization, rollout,
+GAE, loss, evaluation, train().
 What this file gets right that popular A2C code often does not:
-  * Gymnasium 1.x vector envs reset on the *next* step by default; we use SAME_STEP autoreset and
-    read the true final observation from `info["final_obs"]`.
+  * Gymnasium 1.x vector envs reset on the *next* step by default; ours (common/envs.py) resets in
+    the same step, as gymnasium's SAME_STEP mode does, and hands over the true final observation
+    in `info["final_obs"]`.
   * Time-limit truncation is not termination: the truncated step's reward gets `gamma * V(final_obs)`
     folded in (as SB3 does), termination bootstraps nothing.
   * Evaluation uses the training run's observation statistics, frozen, never its own.
@@ -215,7 +217,7 @@ def collect_rollout(envs, agent: Agent, obs_rms: Optional[RunningMeanStd], rewar
         storage["rewards"][step] = reward * reward_scale
         storage["dones"][step] = terminated | truncated
         # Truncated, not terminated: the episode could have gone on, so its value is V(final_obs),
-        # not 0. gymnasium puts the pre-reset observation in info["final_obs"] (SAME_STEP autoreset).
+        # not 0. The env was reset in this same step; info["final_obs"] holds its pre-reset observation.
         bootstrap = np.flatnonzero(truncated & ~terminated)
         if len(bootstrap):
             final_obs = normalize_obs(np.stack(infos["final_obs"][bootstrap]), obs_rms)
@@ -381,7 +383,7 @@ def train(args: Args) -> dict:
 
             next_obs, ep_returns, ep_lengths = collect_rollout(
                 envs, agent, obs_rms, args.reward_scale, next_obs, storage, args.gamma, device)
-            batch = {key: torch.as_tensor(array, device=device) for key, array in storage.items()}  # no copy on CPU
+            batch = {key: torch.as_tensor(array, device=device) for key, array in storage.items()}  # CPU: no copy
             global_step += batch_size
             with torch.inference_mode():
                 next_value = agent.get_value(torch.as_tensor(next_obs, device=device))
@@ -389,7 +391,8 @@ def train(args: Args) -> dict:
                                               args.gamma, args.gae_lambda)
 
             b_obs = batch["obs"].reshape(batch_size, obs_dim)
-            b_actions, b_advantages, b_returns = batch["actions"].reshape(-1), advantages.reshape(-1), returns.reshape(-1)
+            b_actions, b_advantages = batch["actions"].reshape(-1), advantages.reshape(-1)
+            b_returns = returns.reshape(-1)
             # One mini-batch is the whole rollout, in any order: no need to shuffle and gather it.
             minibatches = [slice(None)]
             if args.mini_batches > 1:

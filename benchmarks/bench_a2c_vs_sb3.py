@@ -118,6 +118,9 @@ def main():
         print(f"| {name} | {seed} | {fmt(first)} | {fmt(stable)} | {share_txt} | {sps:,.0f} |")
     for name in dict.fromkeys(r[0] for r in rows):
         mine = [r for r in rows if r[0] == name]
+        if all(r[4] is None for r in mine):  # a speed-only row: its evals are not scored
+            print(f"{name}: median train SPS {np.median([r[5] for r in mine]):,.0f} (speed only)")
+            continue
         stables = [r[3] for r in mine]
         solved = [s for s in stables if s is not None]
         median = np.median([s if s is not None else np.inf for s in stables]) if solved else None
