@@ -202,6 +202,15 @@ def test_learns_cartpole_with_defaults(tmp_path, monkeypatch):
     assert evals[-1] >= 475, f"final eval {evals[-1]}; evals {evals}"
 
 
+def test_learns_with_minibatches_adam_and_advantage_normalization(tmp_path, monkeypatch):
+    """The non-default update paths (4 shuffled mini-batches per update, Adam, per-mini-batch
+    advantage normalization) also solve CartPole-v1, well inside 40k steps."""
+    monkeypatch.chdir(tmp_path)
+    result = a2c.train(a2c.Args(seed=1, mini_batches=4, optimizer="adam", norm_adv=True,
+                                total_timesteps=40_000, eval_freq=50))
+    assert result["solved_at"] is not None, f"never solved; evals {result['eval_history']}"
+
+
 def test_smoke_logs_scalars_and_checkpoint_roundtrip(tmp_path, monkeypatch):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
