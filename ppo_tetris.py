@@ -8,7 +8,7 @@ What this file does that seed 004's PPO did not:
     the same TensorBoard run at the saved global step.
   * Defaults measured on this machine: a few hundred envs x 64 steps instead of 1024 x 2048.
 
-    python ppo_tetris.py                                        # ~25 min on 2 cores
+    python ppo_tetris.py                                        # ~20 min on 2 cores
     python ppo_tetris.py --resume runs/<run>/ppo_tetris.pt --total-timesteps 60000000
     python ppo_tetris.py --eval-checkpoint runs/<run>/ppo_tetris.pt --eval-episodes 100
     python ppo_tetris.py --eval-checkpoint runs/<run>/ppo_tetris.pt --render   # watch one game
@@ -426,7 +426,8 @@ def train(args: Args) -> dict:
         for worker in getattr(envs, "processes", ()):  # Multiprocessing terminates but never reaps them
             worker.join(timeout=5)
     sps = (global_step - progress.start_step) / max(sum(timers.values()), 1e-9)
-    summary = ", ".join(f"{key} {recent[key]:.2f}" for key in ("ep_return", "ep_length", "lines_deleted") if key in recent)
+    summary = ", ".join(f"{key} {recent[key]:.2f}" for key in ("ep_return", "ep_length", "lines_deleted")
+                        if key in recent)
     print(f"done: step {global_step:,}, SPS {sps:,.0f}, {summary or 'no finished games'}; saved {checkpoint_path}")
     return {"global_step": global_step, "update": completed, "sps": sps, "run_dir": run_dir,
             "checkpoint": checkpoint_path, "episode_stats": recent,

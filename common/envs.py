@@ -23,8 +23,8 @@ class SameStepVectorEnv(gym.vector.VectorEnv):
     """Gymnasium envs stepped one after another in this process, with SAME_STEP autoreset and episode
     statistics. It returns what `RecordEpisodeStatistics(SyncVectorEnv(..., autoreset_mode=SAME_STEP))`
     returns, with the same info keys (`final_obs`, `episode` {"r", "l"} and their `_final_obs`,
-    `_episode` masks; the envs' own infos are dropped), at a third of their per-step overhead: for an
-    env as cheap as CartPole that overhead was ~15% of A2C's training time.
+    `_episode` masks; the envs' own infos are dropped) with less per-step bookkeeping: for an env as
+    cheap as CartPole, switching to it made A2C train ~15% faster (measured at SB3's settings).
 
     Observations must be a Box (one array per step); the returned arrays are reused by the next step.
     """

@@ -161,7 +161,7 @@ def test_loss_gradient_direction():
 
 
 def test_flat_parameters_train_like_the_layers():
-    """One RMSprop step on the flat buffer gives the same weights as torch's RMSprop on the layers,
+    """Three RMSprop steps on the flat buffer give the same weights as torch's RMSprop on the layers,
     and the flattened agent saves and loads like an ordinary one."""
     torch.manual_seed(0)
     flat_agent = a2c.Agent(4, 2, 16)
