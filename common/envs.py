@@ -165,3 +165,87 @@ def make_tetris_vecenv(backend: str, num_envs: int, num_workers: int, seed: int,
         signal.signal(signal.SIGINT, previous)
     vecenv.final_observations = np.frombuffer(final_obs_buffer, dtype=np.float32).reshape(num_envs, obs_size)
     return vecenv
+
+
+# ----- ppo_puffer_async.py: every env kind behind one PufferLib-style vector env -----
+
+PUFFER_ENV_IDS = ("tetris", "mpe-spread", "<any Gymnasium id>")
+
+
+def _gymnasium_env(env_id, buf=None, seed=0, **make_kwargs):
+    """One Gymnasium env through pufferlib.emulation. Emulation resets on the NEXT send: the step
+    that ends an episode returns the true final observation, the step after it the reset observation
+    with reward 0, which is no transition at all (the learner must skip it)."""
+    import pufferlib.emulation
+    return pufferlib.emulation.GymnasiumPufferEnv(
+        env_creator=gym.make, env_args=[env_id], env_kwargs=dict(disable_env_checker=True, **make_kwargs),
+        buf=buf, seed=seed)
+
+
+def _mpe_spread_env(buf=None, seed=0):
+    """PettingZoo MPE simple_spread (N=3 agents, 25-step episodes that end in truncation)."""
+    import pufferlib.emulation
+    from mpe2 import simple_spread_v3
+    return pufferlib.emulation.PettingZooPufferEnv(
+        env_creator=simple_spread_v3.parallel_env, env_kwargs=dict(N=3, max_cycles=25, continuous_actions=False),
+        buf=buf, seed=seed)
+
+
+def make_puffer_vecenv(env_id: str, backend: str, num_envs: int, num_workers: int, async_factor: int, seed: int,
+                       max_ticks: int = 10_000, log_interval: int = 64):
+    """The vector env of ppo_puffer_async.py (common/vector.py's protocol: async_reset, recv, send).
+
+    env_id "tetris": our native Tetris, `num_envs` games split over one env object per group and worker
+    (zero copy, same-step autoreset, `final_observations` in shared memory). "mpe-spread": `num_envs`
+    PettingZoo simple_spread envs of 3 agents each. Anything else: `num_envs` copies of that Gymnasium env.
+    The returned vecenv carries `autoreset`: "same_step" (an ended episode's last observation is in
+    `final_observations`, the row already holds the next episode) or "next_step" (emulation: the ending
+    step returns the final observation, the next one a reset observation with reward 0), and
+    `agents_per_env`.
+    """
+    from common import vector
+    if num_envs < 1 or num_workers < 1 or async_factor < 1:
+        raise ValueError(f"--num-envs, --num-workers and --async-factor must be at least 1 "
+                         f"(got {num_envs}, {num_workers}, {async_factor})")
+    if env_id == "tetris":
+        # One Tetris object steps many games with array ops: give each (group, worker) pair one object.
+        objects = max(async_factor, num_workers)
+        if num_envs % objects:
+            raise ValueError(f"--num-envs {num_envs} (Tetris games) must be divisible by "
+                             f"max(--async-factor, --num-workers) = {objects}")
+        obs_size = Tetris(num_envs=1, max_ticks=max_ticks).single_observation_space.shape[0]
+        final_obs_buffer = multiprocessing.RawArray("f", num_envs * obs_size)
+        kwargs = dict(num_envs=num_envs // objects, max_ticks=max_ticks, log_interval=log_interval)
+        creators, args, kwargs = [_tetris_sharing_final_obs] * objects, [[final_obs_buffer, i] for i in range(objects)], [kwargs] * objects
+        autoreset = "same_step"
+    elif env_id == "mpe-spread":
+        try:
+            import mpe2  # noqa: F401
+        except ImportError:
+            raise ValueError("--env-id mpe-spread needs the mpe2 package: pip install mpe2==1.1.1") from None
+        creators, args, kwargs, autoreset = [_mpe_spread_env] * num_envs, [[]] * num_envs, [{}] * num_envs, "next_step"
+    else:
+        try:
+            gym.spec(env_id)
+        except gym.error.Error:
+            raise ValueError(f"--env-id {env_id!r} is unknown: use tetris, mpe-spread or a registered Gymnasium "
+                             "id such as CartPole-v1") from None
+        try:
+            probe = gym.make(env_id, disable_env_checker=True)
+        except gym.error.Error as e:  # e.g. DependencyNotInstalled for Box2D or MuJoCo envs
+            raise ValueError(f"--env-id {env_id}: {e}") from None
+        require_box_obs_discrete_actions(probe.observation_space, probe.action_space, env_id)
+        probe.close()
+        creators, args, kwargs, autoreset = [_gymnasium_env] * num_envs, [[env_id]] * num_envs, [{}] * num_envs, "next_step"
+    # Ctrl-C reaches the whole process group; workers that ignore it leave the shutdown to the learner.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        vecenv = vector.make(creators, args, kwargs, backend=backend, num_envs=len(creators),
+                             num_workers=num_workers, num_groups=async_factor, seed=seed)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    vecenv.autoreset = autoreset
+    vecenv.agents_per_env = vecenv.num_agents // num_envs if env_id != "tetris" else 1
+    if env_id == "tetris":
+        vecenv.final_observations = np.frombuffer(final_obs_buffer, dtype=np.float32).reshape(num_envs, obs_size)
+    return vecenv

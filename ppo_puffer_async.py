@@ -1,0 +1,789 @@
+"""PufferLib-style PPO (seed 002: PufferLib 3.0's trainer loop) in one file, correct where PufferLib is not.
+
+Read top to bottom: Args, network, env setup, experience buffer, rollout, advantages, prioritized
+sampling, loss, evaluation, train(), main(). The ideas it teaches, from PufferLib:
+  * async double buffering: the envs are split into --async-factor groups; the loop is
+    recv(group) -> policy -> store -> send(actions), so one group steps while the policy runs on another;
+  * a (segments x horizon) buffer: each agent fills a row of --horizon consecutive steps, then takes the
+    next free row; the rollout ends when every row is full. Rows are the unit of sampling (and of an LSTM's
+    sequences), and multi-agent envs are just more agents, each owning rows;
+  * prioritized minibatches of whole rows, sampled by the size of their advantages.
+What it gets right that PufferLib 3.0's `PuffeRL` does not (read from pufferl.py):
+  * time-limit truncation is bootstrapped with V(final observation), never treated as the episode going
+    on or as a termination; emulated envs' reset steps (reward 0 after an episode end) never enter the buffer;
+  * no step carries a dead advantage: the last step of a row bootstraps from the agent's next observation
+    (and the lambda-chain continues into the agent's next row), and every reward is the one its action earned;
+  * rewards are not clamped unless --reward-clamp asks; absent agents' steps (mask False) are stored but
+    carry no loss;
+  * rows are tracked per agent id, whatever order and layout the groups come back in;
+  * importance weights are normalized and beta reaches exactly 1 at the last update;
+  * the worker backend (common/vector.py) sleeps instead of spinning, and a dead worker ends the run.
+
+    python ppo_puffer_async.py                                   # Tetris
+    python ppo_puffer_async.py --env-id mpe-spread               # 3 agents per env, async workers
+    python ppo_puffer_async.py --env-id CartPole-v1
+    python ppo_puffer_async.py --eval-checkpoint runs/<run>/ppo_puffer_async.pt
+"""
+
+import dataclasses
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+import numpy as np
+import torch
+import torch.nn as nn
+import tyro
+
+from common.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from common.envs import make_puffer_vecenv
+from common.logs import Progress, make_run_name, make_writer
+from common.vector import WorkerError
+
+
+@dataclass
+class Args:
+    exp_name: str = "ppo_puffer_async"
+    """the name of this experiment (part of the run name)"""
+    env_id: str = "tetris"
+    """tetris (our native Tetris), mpe-spread (PettingZoo MPE simple_spread, 3 agents per env) or a Gymnasium
+    id with a flat Box observation and Discrete actions (e.g. CartPole-v1)"""
+    seed: int = 1
+    """seed of the experiment (torch, envs)"""
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
+    """where the network runs (auto: cuda if available)"""
+    torch_threads: int = 1
+    """torch CPU threads of the learner; on 2 shared cores one is fastest"""
+    total_timesteps: Optional[int] = None
+    """agent steps of training, as PufferLib counts them (default per env; on --resume: the saved total)"""
+    num_envs: Optional[int] = None
+    """envs (Tetris: games; mpe-spread: envs of 3 agents) (default per env)"""
+    async_factor: Optional[int] = None
+    """K groups of envs: the policy runs on one group while the others step; 1 = synchronous (default per env)"""
+    backend: Optional[Literal["Serial", "Multiprocessing"]] = None
+    """Serial: envs step in this process; Multiprocessing: --num-workers sleeping worker processes (default per env)"""
+    num_workers: Optional[int] = None
+    """worker processes with --backend Multiprocessing (default per env)"""
+    horizon: int = 64
+    """steps per buffer row (a segment); rows are the unit of minibatches"""
+    batch_size: Optional[int] = None
+    """agent steps per update = segments x horizon; segments must be a multiple of the agents (default: one row per agent)"""
+    num_minibatches: Optional[int] = None
+    """minibatches per update epoch, each of segments / num_minibatches whole rows (default per env)"""
+    update_epochs: Optional[int] = None
+    """passes over each rollout (default per env)"""
+    learning_rate: Optional[float] = None
+    """Adam's learning rate, annealed linearly to 0 (default per env)"""
+    anneal_lr: bool = True
+    """linearly anneal the learning rate to 0 at --total-timesteps"""
+    gamma: Optional[float] = None
+    """the discount factor (default per env)"""
+    gae_lambda: Optional[float] = None
+    """the GAE lambda (default per env)"""
+    clip_coef: Optional[float] = None
+    """the surrogate clipping coefficient (default per env)"""
+    vf_clip_coef: Optional[float] = None
+    """the value may move at most this far from the rollout's estimate (default per env)"""
+    vf_coef: Optional[float] = None
+    """the value-loss coefficient (default per env)"""
+    ent_coef: Optional[float] = None
+    """the entropy-bonus coefficient (default per env)"""
+    max_grad_norm: float = 0.5
+    """the maximum global gradient norm (clipping)"""
+    prio_alpha: Optional[float] = None
+    """prioritized rows: P(row) ~ (sum of |advantage| over the row) ** alpha; 0 = uniform without replacement (default per env)"""
+    prio_beta0: float = 0.2
+    """importance-weight exponent at the start, annealed linearly to exactly 1 at the last update"""
+    reward_clamp: Optional[float] = None
+    """clamp rewards to [-x, x] for learning (PufferLib always clamps to 1; we never do unless asked)"""
+    hidden_size: Optional[int] = None
+    """width of the two hidden layers of the encoder (default per env)"""
+    max_ticks: int = 10_000
+    """Tetris: a game is truncated (and bootstrapped) after this many steps"""
+    eval_freq: int = 0
+    """evaluate every this many updates during training (0: never)"""
+    eval_episodes: int = 10
+    """episodes per evaluation (per agent for multi-agent envs)"""
+    eval_greedy: Optional[bool] = None
+    """evaluate with the most likely action instead of sampling (default: greedy for Gymnasium ids)"""
+    checkpoint_freq: int = 50
+    """save runs/<run>/ppo_puffer_async.pt every this many updates (0: only at the end and on Ctrl-C)"""
+    resume: Optional[str] = None
+    """continue the run saved in this checkpoint (its flags, except --total-timesteps and --device)"""
+    eval_checkpoint: Optional[str] = None
+    """load this checkpoint and only evaluate it over --eval-episodes episodes"""
+    render: bool = False
+    """with --eval-checkpoint on Tetris: watch one game in the terminal"""
+    render_fps: float = 10.0
+    """board redraws per second with --render"""
+
+
+# Where one size cannot fit. Measured on the 2-core development machine (see README):
+#   tetris: the network is ~95% of the time, so envs step in-process, synchronously;
+#   mpe-spread: the env is the bottleneck (~70 us per env step), so 2 sleeping workers step one group
+#   each while the learner runs the policy on the other;
+#   Gymnasium ids (CartPole): tiny, fast-learning defaults.
+ENV_DEFAULTS = {
+    "tetris": dict(total_timesteps=40_000_000, num_envs=512, async_factor=1, backend="Serial", num_workers=1,
+                   num_minibatches=8, update_epochs=2, learning_rate=1e-3, gamma=0.99, gae_lambda=0.95,
+                   clip_coef=0.2, vf_clip_coef=0.2, vf_coef=0.5, ent_coef=0.03, prio_alpha=0.0, hidden_size=256,
+                   eval_greedy=False),
+    "mpe-spread": dict(total_timesteps=8_000_000, num_envs=128, async_factor=2, backend="Multiprocessing",
+                       num_workers=2, num_minibatches=8, update_epochs=1, learning_rate=1e-3, gamma=0.977,
+                       gae_lambda=0.916, clip_coef=0.1, vf_clip_coef=0.1, vf_coef=0.44, ent_coef=0.01,
+                       prio_alpha=0.0, hidden_size=128, eval_greedy=False),
+    "gymnasium": dict(total_timesteps=100_000, num_envs=8, async_factor=1, backend="Serial", num_workers=1,
+                      num_minibatches=4, update_epochs=4, learning_rate=2.5e-3, gamma=0.99, gae_lambda=0.95,
+                      clip_coef=0.2, vf_clip_coef=10.0, vf_coef=0.5, ent_coef=0.0, prio_alpha=0.0, hidden_size=64,
+                      eval_greedy=True),
+}
+
+
+def with_env_defaults(args: Args) -> Args:
+    """Fills every flag left at None with its env's default."""
+    defaults = ENV_DEFAULTS.get(args.env_id, ENV_DEFAULTS["gymnasium"])
+    return dataclasses.replace(args, **{k: v for k, v in defaults.items() if getattr(args, k) is None})
+
+
+def validate_args(args: Args, num_agents: Optional[int] = None) -> None:
+    """Bad flags fail here, before any network is built, naming the flag to change. With num_agents
+    (known once the env is built) the buffer layout is checked too."""
+    for flag, value in [("--num-envs", args.num_envs), ("--num-workers", args.num_workers),
+                        ("--async-factor", args.async_factor), ("--horizon", args.horizon),
+                        ("--num-minibatches", args.num_minibatches), ("--update-epochs", args.update_epochs),
+                        ("--eval-episodes", args.eval_episodes), ("--max-ticks", args.max_ticks),
+                        ("--torch-threads", args.torch_threads), ("--hidden-size", args.hidden_size)]:
+        if value < 1:
+            raise ValueError(f"{flag} must be at least 1 (got {value})")
+    for flag, value in [("--learning-rate", args.learning_rate), ("--clip-coef", args.clip_coef),
+                        ("--vf-clip-coef", args.vf_clip_coef), ("--render-fps", args.render_fps)]:
+        if value <= 0:
+            raise ValueError(f"{flag} must be positive (got {value})")
+    if not 0 <= args.prio_beta0 <= 1:
+        raise ValueError(f"--prio-beta0 must be in [0, 1] (got {args.prio_beta0})")
+    if args.prio_alpha < 0:
+        raise ValueError(f"--prio-alpha must be >= 0 (got {args.prio_alpha})")
+    if args.reward_clamp is not None and args.reward_clamp <= 0:
+        raise ValueError(f"--reward-clamp must be positive (got {args.reward_clamp})")
+    if args.checkpoint_freq < 0 or args.eval_freq < 0:
+        raise ValueError("--checkpoint-freq and --eval-freq must be >= 0")
+    if args.render and not args.eval_checkpoint:
+        raise ValueError("--render needs --eval-checkpoint PATH (the agent to watch)")
+    if args.render and args.env_id != "tetris":
+        raise ValueError("--render draws Tetris only; drop --render or use --env-id tetris")
+    if args.resume and args.eval_checkpoint:
+        raise ValueError("--resume and --eval-checkpoint exclude each other: evaluate with --eval-checkpoint alone")
+    if args.backend == "Serial" and args.num_workers != 1:
+        raise ValueError(f"--num-workers {args.num_workers} needs --backend Multiprocessing (Serial steps envs in "
+                         "this process)")
+    if num_agents is None:
+        return
+    batch_size = args.batch_size or num_agents * args.horizon
+    if batch_size % args.horizon:
+        raise ValueError(f"--batch-size {batch_size} must be a multiple of --horizon {args.horizon}")
+    segments = batch_size // args.horizon
+    if segments % num_agents:
+        raise ValueError(f"--batch-size {batch_size} / --horizon {args.horizon} = {segments} rows must be a multiple "
+                         f"of the {num_agents} agents (--num-envs x agents per env), so every agent fills whole rows")
+    if segments % args.num_minibatches:
+        raise ValueError(f"--num-minibatches {args.num_minibatches} must divide the {segments} rows "
+                         f"(--batch-size / --horizon)")
+    if args.total_timesteps < batch_size:
+        raise ValueError(f"--total-timesteps {args.total_timesteps} is less than one update ({batch_size} agent steps)")
+
+
+# ----- network -----
+
+def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
+    torch.nn.init.orthogonal_(layer.weight, std)
+    torch.nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Policy(nn.Module):
+    """Encoder MLP (2 hidden layers) shared by a policy head and a value head.
+
+    It takes observations with any leading shape: (agents, obs) in the rollout, (rows, horizon, obs) in the
+    update, so a row of `horizon` steps is the unit from the start (a recurrent core slots in between).
+    """
+
+    def __init__(self, obs_dim: int, num_actions: int, hidden_size: int):
+        super().__init__()
+        self.encoder = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, hidden_size)), nn.ReLU(),
+            layer_init(nn.Linear(hidden_size, hidden_size)), nn.ReLU(),
+        )
+        # Small policy-head init keeps the first policy near uniform; value head at unit scale.
+        self.actor = layer_init(nn.Linear(hidden_size, num_actions), std=0.01)
+        self.critic = layer_init(nn.Linear(hidden_size, 1), std=1.0)
+
+    def forward(self, obs: torch.Tensor):
+        """(logits, value) with the observations' leading shape."""
+        hidden = self.encoder(obs)
+        return self.actor(hidden), self.critic(hidden).squeeze(-1)
+
+
+def sample_actions(logits: torch.Tensor):
+    """Sample from the categorical policy; returns (actions, logprobs)."""
+    logprobs_all = torch.log_softmax(logits, dim=-1)
+    actions = torch.multinomial(logprobs_all.exp(), 1).squeeze(-1)
+    return actions, logprobs_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+
+
+def logprob_and_entropy(logits: torch.Tensor, actions: torch.Tensor):
+    logprobs_all = torch.log_softmax(logits, dim=-1)
+    entropy = -(logprobs_all.exp() * logprobs_all).sum(-1)
+    return logprobs_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1), entropy
+
+
+# ----- experience buffer and rollout -----
+
+class Experience:
+    """The (segments, horizon) buffer and the per-agent bookkeeping that fills it.
+
+    Each agent owns a current row and a position in it. A step's observation, action, logprob and value
+    are stored when the policy acts; its reward and end flags when the agent's next observation arrives.
+    A full row is handed over and the agent takes the next free row; once none is free the agent keeps
+    playing without storing, and the rollout ends when every row is full. `next_row[s]` links a row to
+    the same agent's following row (-1: the rollout ended first) and `next_value[s]` is V of the
+    observation after the row's last step, so no step lacks its bootstrap.
+    """
+
+    def __init__(self, segments: int, horizon: int, num_agents: int, obs_dim: int, device: torch.device):
+        self.segments, self.horizon, self.num_agents = segments, horizon, num_agents
+        shape = (segments, horizon)
+        self.obs = torch.zeros(shape + (obs_dim,), device=device)
+        self.actions = torch.zeros(shape, dtype=torch.long, device=device)
+        self.logprobs, self.values, self.rewards = (torch.zeros(shape, device=device) for _ in range(3))
+        self.terminals, self.truncations = torch.zeros(shape, device=device), torch.zeros(shape, device=device)
+        self.masks = torch.zeros(shape, dtype=torch.bool, device=device)
+        self.next_value = torch.zeros(segments, device=device)
+        self.next_row = torch.full((segments,), -1, dtype=torch.long, device=device)
+        self.row = np.zeros(num_agents, dtype=np.int64)        # -1: no free row left this rollout
+        self.pos = np.zeros(num_agents, dtype=np.int64)
+        self.pending = np.zeros(num_agents, dtype=bool)         # a stored step awaits its reward
+        self.reset()
+
+    def reset(self) -> None:
+        """Start a rollout: agent a fills row a first (segments is a multiple of num_agents)."""
+        self.row[:] = np.arange(self.num_agents)
+        self.pos[:] = 0
+        self.pending[:] = False
+        self.free_row, self.full_rows = self.num_agents, 0
+        self.next_row.fill_(-1)
+
+    @property
+    def full(self) -> bool:
+        return self.full_rows == self.segments
+
+    def finish_steps(self, agents, rewards, terminals, truncations, next_values) -> None:
+        """Writes the outcome of each agent's pending step; full rows are handed over."""
+        rows, pos = torch.as_tensor(self.row[agents]), torch.as_tensor(self.pos[agents])
+        self.rewards[rows, pos] = rewards
+        self.terminals[rows, pos] = terminals
+        self.truncations[rows, pos] = truncations
+        self.pos[agents] += 1
+        done = self.pos[agents] == self.horizon
+        if done.any():
+            filled, done_t = agents[done], torch.as_tensor(done)
+            n = len(filled)
+            self.next_value[rows[done_t]] = next_values[done_t]
+            new_rows = self.free_row + np.arange(n)
+            new_rows[new_rows >= self.segments] = -1
+            has_next = torch.as_tensor(new_rows >= 0)
+            self.next_row[rows[done_t][has_next]] = torch.as_tensor(new_rows[new_rows >= 0])
+            self.row[filled], self.pos[filled] = new_rows, 0
+            self.free_row += n
+            self.full_rows += n
+        self.pending[agents] = False
+
+    def store_steps(self, agents, obs, actions, logprobs, values, masks) -> None:
+        rows, pos = torch.as_tensor(self.row[agents]), torch.as_tensor(self.pos[agents])
+        self.obs[rows, pos] = obs
+        self.actions[rows, pos] = actions
+        self.logprobs[rows, pos] = logprobs
+        self.values[rows, pos] = values
+        self.masks[rows, pos] = masks
+        self.pending[agents] = True
+
+
+class EpisodeStats:
+    """Per-agent episode return and length, counted by the learner for every env kind.
+
+    Only real transitions count: the reset step after an emulated episode end is not one.
+    """
+
+    def __init__(self, num_agents: int):
+        self.ep_return = np.zeros(num_agents)
+        self.ep_length = np.zeros(num_agents, dtype=np.int64)
+        self.acting = np.zeros(num_agents, dtype=bool)  # the last action sent was a real step
+        self.returns, self.lengths = [], []
+
+    def update(self, agents, rewards, dones) -> np.ndarray:
+        """Counts this recv's rewards; returns the agents whose episode ended."""
+        acting = self.acting[agents]
+        acted = agents[acting]
+        self.ep_return[acted] += rewards[acting]
+        self.ep_length[acted] += 1
+        ended = acted[dones[acting]]
+        self.returns.extend(self.ep_return[ended])
+        self.lengths.extend(self.ep_length[ended])
+        self.ep_return[ended], self.ep_length[ended] = 0.0, 0
+        return ended
+
+    def pop(self):
+        returns, lengths, self.returns, self.lengths = self.returns, self.lengths, [], []
+        return returns, lengths
+
+
+def rollout(vecenv, policy: Policy, experience: Experience, stats: EpisodeStats, gamma: float,
+            reward_clamp: Optional[float], device: torch.device, timers: dict) -> list:
+    """recv(group) -> policy -> store -> send until every row of `experience` is full. Returns env infos.
+
+    Whatever order the groups come back in, each agent's steps go to its own row, in order.
+    Episode ends: with "same_step" autoreset (our Tetris) the observation after an end is already the
+    next episode's and the true last one is in `vecenv.final_observations`; with "next_step" (PufferLib's
+    emulation) the observation after an end IS the last one, the agent's action on it is ignored, and the
+    next recv brings the reset observation with reward 0, which is no transition. Either way a truncated
+    step's reward gets gamma * V(final observation): the episode could have gone on.
+    """
+    next_step_reset = vecenv.autoreset == "next_step"
+    infos = []
+    experience.reset()
+    while not experience.full:
+        start = time.perf_counter()
+        obs, rewards, terminals, truncations, step_infos, agents, masks = vecenv.recv()
+        timers["env"] += time.perf_counter() - start
+
+        start = time.perf_counter()
+        infos.extend(step_infos)
+        agents = np.asarray(agents)
+        with torch.inference_mode():
+            obs_t = torch.as_tensor(obs, device=device)
+            logits, values = policy(obs_t)
+            actions, logprobs = sample_actions(logits)
+        dones = terminals | truncations
+        stats.update(agents, rewards, dones)
+
+        pending = experience.pending[agents]
+        if pending.any():
+            rewards_t = torch.as_tensor(rewards[pending], device=device)
+            if reward_clamp is not None:
+                rewards_t = rewards_t.clamp(-reward_clamp, reward_clamp)
+            truncated = truncations[pending]
+            if truncated.any():
+                if next_step_reset:  # this recv's observation is the final one: its value is already here
+                    final_values = values[torch.as_tensor(pending)][torch.as_tensor(truncated)]
+                else:
+                    final_obs = vecenv.final_observations[agents[pending][truncated]]
+                    with torch.inference_mode():
+                        final_values = policy(torch.as_tensor(final_obs, device=device))[1]
+                rewards_t[torch.as_tensor(truncated)] += gamma * final_values
+            experience.finish_steps(agents[pending], rewards_t,
+                                    torch.as_tensor(terminals[pending], device=device, dtype=torch.float32),
+                                    torch.as_tensor(truncations[pending], device=device, dtype=torch.float32),
+                                    values[torch.as_tensor(pending)])
+
+        # The observation that ends an emulated episode is its last, not a state to act in.
+        real = masks & ~dones if next_step_reset else masks.copy()
+        stats.acting[agents] = real
+        store = experience.row[agents] >= 0
+        if next_step_reset:
+            store &= ~(dones & masks)  # absent agents (mask False) are stored, flagged, and carry no loss
+        if store.any():
+            store_t = torch.as_tensor(store)
+            experience.store_steps(agents[store], obs_t[store_t], actions[store_t], logprobs[store_t],
+                                   values[store_t], torch.as_tensor(masks[store], device=device))
+        actions_np = actions.cpu().numpy().astype(np.int32)
+        timers["inference"] += time.perf_counter() - start
+
+        start = time.perf_counter()
+        vecenv.send(actions_np)
+        timers["env"] += time.perf_counter() - start
+    return infos
+
+
+# ----- advantages -----
+
+def compute_gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, next_value: torch.Tensor,
+                gamma: float, gae_lambda: float, next_row: Optional[torch.Tensor] = None):
+    """Generalized Advantage Estimation per row, on (segments, horizon) tensors: the other scripts'
+    compute_gae transposed.
+
+    `dones[s, t]` = 1 when the transition at (s, t) ended the episode (terminal: nothing is bootstrapped;
+    truncation: gamma * V(final obs) is already in the reward), `next_value[s]` = V of the observation after
+    row s's last step. With `next_row` (the same agent's following row, -1 for none) the lambda-chain also
+    runs on into that row, so the advantages equal plain GAE over each agent's whole trajectory; without it
+    each row is cut at its end (bootstrapped by next_value alone). Returns (advantages, returns).
+    """
+    advantages = torch.zeros_like(rewards)
+    last_advantage = torch.zeros_like(next_value)
+    decay = torch.ones_like(next_value)  # prod over u >= t of gamma * lambda * (1 - done_u): next row's share
+    decays = torch.empty_like(rewards)
+    for t in reversed(range(rewards.shape[1])):
+        next_values = next_value if t == rewards.shape[1] - 1 else values[:, t + 1]
+        next_nonterminal = 1.0 - dones[:, t]
+        delta = rewards[:, t] + gamma * next_values * next_nonterminal - values[:, t]
+        last_advantage = delta + gamma * gae_lambda * next_nonterminal * last_advantage
+        advantages[:, t] = last_advantage
+        decay = decay * gamma * gae_lambda * next_nonterminal
+        decays[:, t] = decay
+    if next_row is not None and (next_row >= 0).any():
+        # A row's first advantage depends on its successor's: resolve the chains from their ends, one
+        # link per pass (at most rows-per-agent passes), then add each successor's share to every step.
+        linked, successor = next_row >= 0, next_row.clamp(min=0)
+        first = advantages[:, 0].clone()
+        while True:
+            updated = advantages[:, 0] + decays[:, 0] * torch.where(linked, first[successor], 0.0)
+            if torch.equal(updated, first):
+                break
+            first = updated
+        advantages = advantages + decays * torch.where(linked, first[successor], 0.0)[:, None]
+    return advantages, advantages + values
+
+
+# ----- prioritized minibatches -----
+
+def prio_beta(beta0: float, update: int, num_updates: int) -> float:
+    """Importance-weight exponent: beta0 at the first update, exactly 1 at the last (PufferLib's
+    beta0 + (1 - beta0) * alpha * progress stops short of 1 whenever alpha < 1)."""
+    return 1.0 if num_updates <= 1 else beta0 + (1.0 - beta0) * (update - 1) / (num_updates - 1)
+
+
+def sample_minibatches(advantages: torch.Tensor, masks: torch.Tensor, num_minibatches: int, alpha: float,
+                       beta: float):
+    """A list of (rows, weights) minibatches of whole rows.
+
+    alpha == 0: a random permutation split into minibatches, every row once, weights None. alpha > 0: rows
+    drawn WITH replacement with P(s) ~ (sum_t |A[s, t]|) ** alpha, so the frequencies are exactly those
+    probabilities and the importance weights (N * P(s)) ** -beta undo the bias exactly at beta = 1; they are
+    divided by the minibatch's largest so they only ever shrink a step (as in prioritized replay).
+    """
+    segments = advantages.shape[0]
+    rows_per_minibatch = segments // num_minibatches
+    if alpha == 0:
+        return [(rows, None) for rows in torch.randperm(segments, device=advantages.device).split(rows_per_minibatch)]
+    priority = ((advantages.abs() * masks).sum(1)) ** alpha
+    total = priority.sum()
+    probs = priority / total if total > 0 else torch.full_like(priority, 1.0 / segments)
+    minibatches = []
+    for _ in range(num_minibatches):
+        rows = torch.multinomial(probs, rows_per_minibatch, replacement=True)
+        weights = (segments * probs[rows]) ** -beta
+        minibatches.append((rows, weights / weights.max()))
+    return minibatches
+
+
+# ----- loss -----
+
+def ppo_loss(new_logprobs, old_logprobs, advantages, new_values, old_values, returns, entropy, masks, weights,
+             clip_coef: float, vf_clip_coef: float, vf_coef: float, ent_coef: float):
+    """The clipped PPO objective on a minibatch of rows (all tensors (rows, horizon); advantages already
+    normalized; masks 1 for real agent steps; weights (rows,) importance weights or None).
+
+    The importance weights multiply the policy and value terms, the two estimates of an expectation over
+    the rollout that prioritized sampling biases; the entropy bonus is a regularizer, not an estimate, and
+    stays unweighted. The value loss is seed 002's (no 1/2 factor; vf_coef 0.44 there).
+    Returns (loss, pg_loss, v_loss, entropy, approx_kl, clipfrac); only `loss` needs gradients.
+    """
+    logratio = new_logprobs - old_logprobs
+    ratio = logratio.exp()
+    pg = torch.max(-advantages * ratio, -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef))
+    v_clipped = old_values + torch.clamp(new_values - old_values, -vf_clip_coef, vf_clip_coef)
+    v = torch.max((new_values - returns) ** 2, (v_clipped - returns) ** 2)
+    if weights is not None:
+        pg, v = pg * weights[:, None], v * weights[:, None]
+    count = masks.sum().clamp(min=1.0)
+    pg_loss, v_loss, entropy_mean = (pg * masks).sum() / count, (v * masks).sum() / count, (entropy * masks).sum() / count
+    loss = pg_loss + vf_coef * v_loss - ent_coef * entropy_mean
+    with torch.no_grad():
+        approx_kl = (((ratio - 1) - logratio) * masks).sum() / count
+        clipfrac = (((ratio - 1.0).abs() > clip_coef).float() * masks).sum() / count
+    return loss, pg_loss, v_loss, entropy_mean, approx_kl, clipfrac
+
+
+def normalize_advantages(advantages: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
+    """Zero mean, unit std over the minibatch's real steps."""
+    count = masks.sum().clamp(min=2.0)
+    mean = (advantages * masks).sum() / count
+    std = ((((advantages - mean) * masks) ** 2).sum() / (count - 1)).sqrt()
+    return (advantages - mean) / (std + 1e-8)
+
+
+# ----- evaluation -----
+
+def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device: torch.device) -> dict:
+    """Plays until every agent of a fresh in-process env has finished one episode; per-agent returns and
+    lengths of those first episodes (Tetris: `episodes` games; mpe-spread: `episodes` envs of 3 agents).
+    Tetris's own stats are means over all games that ended meanwhile."""
+    vecenv = make_puffer_vecenv(args.env_id, "Serial", episodes, 1, 1, seed, max_ticks=args.max_ticks, log_interval=1)
+    stats, infos = EpisodeStats(vecenv.num_agents), []
+    first_return, first_length = np.full(vecenv.num_agents, np.nan), np.zeros(vecenv.num_agents)
+    try:
+        vecenv.async_reset(seed)
+        while np.isnan(first_return).any():
+            obs, rewards, terminals, truncations, step_infos, agents, masks = vecenv.recv()
+            infos.extend(step_infos)
+            dones = terminals | truncations
+            ended_before = len(stats.returns)
+            ended = stats.update(np.asarray(agents), rewards, dones)
+            for agent, ret, length in zip(ended, stats.returns[ended_before:], stats.lengths[ended_before:]):
+                if np.isnan(first_return[agent]):
+                    first_return[agent], first_length[agent] = ret, length
+            stats.acting[agents] = masks & ~dones if vecenv.autoreset == "next_step" else masks
+            with torch.inference_mode():
+                logits, _ = policy(torch.as_tensor(obs, device=device))
+                actions = logits.argmax(-1) if args.eval_greedy else sample_actions(logits)[0]
+            vecenv.send(actions.cpu().numpy().astype(np.int32))
+    finally:
+        vecenv.close()
+    result = {"return": first_return, "length": first_length}
+    if infos:
+        total = sum(info["n"] for info in infos)
+        result.update({k: np.array([sum(i[k] * i["n"] for i in infos) / total]) for k in infos[0] if k != "n"})
+    return result
+
+
+def watch_tetris(policy: Policy, args: Args, seed: int, device: torch.device) -> None:
+    """One Tetris game drawn in the terminal, up to and including the game-over position."""
+    from common.tetris import Tetris
+    game = Tetris(num_envs=1, seed=seed, max_ticks=args.max_ticks, log_interval=1)
+    game.reset(seed=seed)
+    while True:
+        print("\033[H\033[2J" + game.render(), flush=True)  # home + clear screen
+        time.sleep(1.0 / args.render_fps)
+        with torch.inference_mode():
+            logits, _ = policy(torch.as_tensor(game.observations, device=device))
+            action = logits.argmax(-1) if args.eval_greedy else sample_actions(logits)[0]
+        _, _, terminated, truncated, infos = game.step(action.cpu().numpy().astype(np.int32))
+        if terminated[0] or truncated[0]:
+            print(f"game over: return {infos[0]['ep_return']:.2f}, {infos[0]['ep_length']:.0f} steps, "
+                  f"{infos[0]['lines_deleted']:.0f} lines, score {infos[0]['score']:.0f}")
+            return
+
+
+# ----- checkpoints -----
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda was asked for but torch sees no CUDA GPU; use --device cpu")
+    return torch.device(name)
+
+
+def load(path: str, flag: str) -> dict:
+    try:
+        return load_checkpoint(path, required_keys=("model", "optimizer", "args", "global_step", "update", "run_name",
+                                                    "obs_dim", "num_actions", "next_learning_rate", "torch_rng_state"))
+    except CheckpointError as e:
+        raise ValueError(f"{flag}: {e}") from None
+
+
+def build_policy(ckpt: dict, flag: str, hidden_size: int, device: torch.device) -> Policy:
+    policy = Policy(ckpt["obs_dim"], ckpt["num_actions"], hidden_size).to(device)
+    try:
+        policy.load_state_dict(ckpt["model"])
+    except RuntimeError as e:
+        raise ValueError(f"{flag}: the weights do not fit this script's network: {str(e).splitlines()[0]}") from None
+    return policy
+
+
+def evaluate_checkpoint(args: Args, device: torch.device) -> dict:
+    ckpt = load(args.eval_checkpoint, "--eval-checkpoint")
+    saved = with_env_defaults(Args(**ckpt["args"]))
+    args = dataclasses.replace(saved, eval_episodes=args.eval_episodes, render=args.render,
+                               render_fps=args.render_fps, eval_greedy=args.eval_greedy)
+    args = with_env_defaults(args)
+    policy = build_policy(ckpt, "--eval-checkpoint", args.hidden_size, device)
+    if args.render:
+        watch_tetris(policy, args, args.seed + 10_000, device)
+        return {}
+    stats = evaluate(policy, args, args.eval_episodes, args.seed + 10_000, device)
+    print(f"{args.eval_checkpoint} (step {ckpt['global_step']:,}), {len(stats['return'])} episodes "
+          f"({'greedy' if args.eval_greedy else 'sampled'} actions):")
+    for key, values in stats.items():
+        print(f"  {key:<14} {values.mean():10.2f}" + (f" +/- {values.std():.2f}" if len(values) > 1 else ""))
+    return stats
+
+
+# ----- training -----
+
+def train(args: Args) -> dict:
+    ckpt = load(args.resume, "--resume") if args.resume else None
+    if ckpt:  # the saved run's flags, so the run continues as it started
+        total = args.total_timesteps or ckpt["args"]["total_timesteps"]
+        if total <= ckpt["global_step"]:
+            raise ValueError(f"--total-timesteps {total:,} is not beyond the checkpoint's step "
+                             f"{ckpt['global_step']:,}; pass a larger total to train on")
+        args = dataclasses.replace(Args(**ckpt["args"]), total_timesteps=total, device=args.device, resume=args.resume)
+    args = with_env_defaults(args)
+    validate_args(args)
+    device = resolve_device(args.device)
+    torch.set_num_threads(args.torch_threads)
+    torch.manual_seed(args.seed)
+
+    vecenv = make_puffer_vecenv(args.env_id, args.backend, args.num_envs, args.num_workers, args.async_factor,
+                                args.seed, max_ticks=args.max_ticks, log_interval=args.horizon)
+    try:
+        num_agents = vecenv.num_agents
+        validate_args(args, num_agents)
+        batch_size = args.batch_size or num_agents * args.horizon
+        args = dataclasses.replace(args, batch_size=batch_size)
+        segments = batch_size // args.horizon
+        num_updates = args.total_timesteps // batch_size
+        obs_dim, num_actions = vecenv.single_observation_space.shape[0], int(vecenv.single_action_space.n)
+        policy = (build_policy(ckpt, "--resume", args.hidden_size, device) if ckpt
+                  else Policy(obs_dim, num_actions, args.hidden_size).to(device))
+        optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5)
+        global_step, start_update, run_name = 0, 1, make_run_name(args.env_id, args.exp_name, args.seed)
+        # Linear annealing from an anchor (step, lr) to 0 at the total. A resumed run re-anchors at its saved
+        # step and LR: the same schedule if the total is unchanged, a gentler slope if the budget grew.
+        lr_anchor = (0, args.learning_rate)
+        if ckpt:
+            optimizer.load_state_dict(ckpt["optimizer"])
+            torch.set_rng_state(ckpt["torch_rng_state"])
+            global_step, start_update, run_name = ckpt["global_step"], ckpt["update"] + 1, ckpt["run_name"]
+            lr_anchor = (global_step, ckpt["next_learning_rate"])
+
+        def learning_rate(step: int) -> float:
+            if not args.anneal_lr:
+                return args.learning_rate
+            return lr_anchor[1] * (args.total_timesteps - step) / (args.total_timesteps - lr_anchor[0])
+
+        run_dir = os.path.join("runs", run_name)
+        writer = make_writer(run_dir, args)
+        checkpoint_path = os.path.join(run_dir, f"{args.exp_name}.pt")
+        experience = Experience(segments, args.horizon, num_agents, obs_dim, device)
+        stats = EpisodeStats(num_agents)
+        trained = (num_updates - start_update + 1) * batch_size
+        print(f"run {run_name}: {args.env_id}, {num_agents} agents in {args.async_factor} group(s), {args.backend}; "
+              f"updates {start_update}..{num_updates} of {batch_size:,} agent steps ({segments} rows x {args.horizon})"
+              + (f"; training {trained:,} steps (--total-timesteps rounded down to whole updates)"
+                 if args.total_timesteps % batch_size else "") + "; tensorboard --logdir runs", flush=True)
+
+        def save(update: int) -> None:
+            # The games themselves are not saved: a resumed run starts fresh ones.
+            save_checkpoint(checkpoint_path, {
+                "model": policy.state_dict(), "optimizer": optimizer.state_dict(), "global_step": global_step,
+                "update": update, "args": dataclasses.asdict(args), "run_name": run_name, "obs_dim": obs_dim,
+                "num_actions": num_actions, "next_learning_rate": learning_rate(global_step),
+                "torch_rng_state": torch.get_rng_state()})
+
+        vecenv.async_reset(args.seed + 1_000_000 * (start_update - 1))
+        timers = dict(env=0.0, inference=0.0, learn=0.0)
+        completed, recent, episode_means = start_update - 1, {}, {}
+        progress = Progress(args.total_timesteps, start_step=global_step)
+        try:
+            for update in range(start_update, num_updates + 1):
+                lr = learning_rate(global_step)
+                optimizer.param_groups[0]["lr"] = lr
+                infos = rollout(vecenv, policy, experience, stats, args.gamma, args.reward_clamp, device, timers)
+                global_step += batch_size
+
+                start = time.perf_counter()
+                masks = experience.masks.float()
+                dones = torch.maximum(experience.terminals, experience.truncations)
+                advantages, returns = compute_gae(experience.rewards, experience.values, dones, experience.next_value,
+                                                  args.gamma, args.gae_lambda, experience.next_row)
+                beta = prio_beta(args.prio_beta0, update, num_updates)
+                for epoch in range(args.update_epochs):
+                    for rows, weights in sample_minibatches(advantages, masks, args.num_minibatches,
+                                                            args.prio_alpha, beta):
+                        logits, new_values = policy(experience.obs[rows])
+                        new_logprobs, entropy = logprob_and_entropy(logits, experience.actions[rows])
+                        mb_masks = masks[rows]
+                        loss, pg_loss, v_loss, entropy_mean, approx_kl, clipfrac = ppo_loss(
+                            new_logprobs, experience.logprobs[rows], normalize_advantages(advantages[rows], mb_masks),
+                            new_values, experience.values[rows], returns[rows], entropy, mb_masks, weights,
+                            args.clip_coef, args.vf_clip_coef, args.vf_coef, args.ent_coef)
+                        if not torch.isfinite(loss):
+                            raise FloatingPointError(
+                                f"loss became {loss.item()} at update {update} (step {global_step:,}); "
+                                "lower --learning-rate or --max-grad-norm")
+                        optimizer.zero_grad(set_to_none=True)
+                        loss.backward()
+                        grad_norm = nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
+                        optimizer.step()
+                timers["learn"] += time.perf_counter() - start
+
+                valid = experience.masks
+                y, v = returns[valid], experience.values[valid]
+                explained_var = float("nan") if y.var() == 0 else (1 - (y - v).var() / y.var()).item()
+                total_time = sum(timers.values())
+                scalars = {
+                    "charts/learning_rate": lr, "charts/SPS": (global_step - progress.start_step) / total_time,
+                    "losses/policy_loss": pg_loss.item(), "losses/value_loss": v_loss.item(),
+                    "losses/entropy": entropy_mean.item(), "losses/approx_kl": approx_kl.item(),
+                    "losses/clipfrac": clipfrac.item(), "losses/explained_variance": explained_var,
+                    "losses/grad_norm": grad_norm.item(), "charts/prio_beta": beta,
+                    **{f"perf/{key}_time_frac": value / total_time for key, value in timers.items()},
+                }
+                if vecenv.agents_per_env > 1:
+                    scalars["charts/agent_steps"] = global_step
+                    scalars["charts/env_steps"] = global_step / vecenv.agents_per_env
+                returns_, lengths = stats.pop()
+                if returns_:
+                    episode_means = {"return": float(np.mean(returns_)), "length": float(np.mean(lengths))}
+                    scalars["charts/episodic_return"] = episode_means["return"]
+                    scalars["charts/episodic_length"] = episode_means["length"]
+                if infos:  # Tetris: means over the games ended since the last report, weighted by their count
+                    total = sum(info["n"] for info in infos)
+                    recent = {k: sum(i[k] * i["n"] for i in infos) / total for k in infos[0] if k != "n"}
+                    scalars.update({f"tetris/{key}": value for key, value in recent.items()})
+                if args.eval_freq and update % args.eval_freq == 0:
+                    result = evaluate(policy, args, args.eval_episodes, args.seed + 10_000 + update, device)
+                    scalars["eval/return_mean"] = float(result["return"].mean())
+                    scalars["eval/return_std"] = float(result["return"].std())
+                for tag, value in scalars.items():
+                    writer.add_scalar(tag, value, global_step)
+                if args.checkpoint_freq and update % args.checkpoint_freq == 0:
+                    save(update)
+                progress.update(global_step, update=update, ret=episode_means.get("return"),
+                                len=episode_means.get("length"), lines=recent.get("lines_deleted"))
+                completed = update
+        except KeyboardInterrupt:
+            # A half-done update is dropped: the checkpoint's step count is whole updates.
+            print("interrupted: saving, then closing the envs", flush=True)
+            global_step = completed * batch_size
+            save(completed)
+            writer.close()
+            raise
+        except WorkerError:
+            global_step = completed * batch_size
+            save(completed)  # the network is intact: keep what was learned
+            writer.close()
+            raise
+        save(completed)
+        writer.close()
+    finally:
+        vecenv.close()
+    sps = (global_step - progress.start_step) / max(sum(timers.values()), 1e-9)
+    print(f"done: step {global_step:,}, SPS {sps:,.0f}, "
+          + (f"return {episode_means['return']:.2f}, length {episode_means['length']:.1f}" if episode_means
+             else "no finished episodes") + f"; saved {checkpoint_path}")
+    return {"global_step": global_step, "update": completed, "sps": sps, "run_dir": run_dir,
+            "checkpoint": checkpoint_path, "episode_stats": episode_means, "tetris_stats": recent, "timers": timers,
+            "policy": policy, "args": args}
+
+
+def main(argv=None) -> None:
+    args = tyro.cli(Args, args=argv)
+    try:
+        if args.eval_checkpoint:
+            validate_args(with_env_defaults(args))
+            torch.set_num_threads(args.torch_threads)
+            evaluate_checkpoint(args, resolve_device(args.device))
+        else:
+            train(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+    except (ValueError, FloatingPointError, WorkerError) as e:
+        raise SystemExit(f"error: {e}") from None
+
+
+if __name__ == "__main__":
+    main()
