@@ -345,6 +345,7 @@ class Multiprocessing(_VecEnv):
         self._group_workers = [sorted({i // per_worker for i in range(g * per_group, (g + 1) * per_group)})
                                for g in range(num_groups)]
         self._outstanding = [collections.deque() for _ in range(num_workers)]  # groups sent, FIFO per worker
+        self._infos_by_worker = [[] for _ in range(num_groups)]  # (worker, infos) of a group's replies so far
 
         # fork starts a worker in milliseconds and hands it the shared arrays and creators without pickling.
         context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
@@ -376,8 +377,7 @@ class Multiprocessing(_VecEnv):
         # Wait for every worker to build its envs, so construction errors surface here.
         started = set()
         while len(started) < num_workers:
-            for w in self._poll():
-                started.add(w)
+            started.update(w for w, _ in self._poll())
 
     def _start(self, group, op, seed):
         command = COMMAND.pack(op, group, seed)
@@ -390,37 +390,37 @@ class Multiprocessing(_VecEnv):
             self._pending[group] += 1
 
     def _wait(self):
-        """Sleep until some worker replies (or dies), then count its reply towards its group."""
-        for w in self._poll():
+        """Sleep until some worker replies (or dies), then count its reply towards its group. Infos are
+        joined in worker order once the group is complete, so they do not depend on who finished first."""
+        for w, infos in self._poll():
             group = self._outstanding[w].popleft()
+            self._infos_by_worker[group].append((w, infos))
             self._pending[group] -= 1
             if self._pending[group] == 0:
+                parts, self._infos_by_worker[group] = sorted(self._infos_by_worker[group]), []
+                self._infos[group] = [info for _, infos in parts for info in infos]
                 self._ready.append(group)
 
     def _poll(self):
-        """Block until workers reply; read one reply from each that did and return their indices. Infos are
-        added to the reply's group. A worker that died or reported an error raises WorkerError."""
+        """Block until workers reply; read one reply from each that did and return [(worker, infos)]. A
+        worker that died or reported an error raises WorkerError."""
         events = self._selector.select()
-        done = []
+        replies = []
         # Replies first: a worker whose env raised sends the error, then exits; report the error.
         for key, _ in sorted(events, key=lambda event: event[0].data[1]):
             w, is_sentinel = key.data
             try:
                 message = self._replies[w].recv_bytes() if not is_sentinel or self._replies[w].poll() else None
             except (EOFError, OSError):
-                message = None
-                is_sentinel = True
-            if message is not None and message:
-                payload = pickle.loads(message)
-                if isinstance(payload, str):
-                    self._fail(w, payload)
-                if self._outstanding[w]:
-                    self._infos[self._outstanding[w][0]].extend(payload)
+                message, is_sentinel = None, True
             if message is not None:
-                done.append(w)
+                infos = pickle.loads(message) if message else []
+                if isinstance(infos, str):
+                    self._fail(w, infos)
+                replies.append((w, infos))
             if is_sentinel:
                 self._fail(w, None)
-        return done
+        return replies
 
     def _fail(self, w, error):
         """Close everything and raise WorkerError for worker `w`: its env's `error`, or how it ended."""
