@@ -277,7 +277,7 @@ class Serial(_VecEnv):
 
 
 def _shared_array(shape, dtype):
-    """A zeroed numpy array in shared memory that forked (or spawned) workers can be handed."""
+    """A zeroed numpy array in shared memory, seen by forked workers."""
     raw = multiprocessing.RawArray("b", max(1, int(np.prod(shape)) * np.dtype(dtype).itemsize))
     return np.frombuffer(raw, dtype=dtype, count=int(np.prod(shape))).reshape(shape)
 
@@ -347,8 +347,11 @@ class Multiprocessing(_VecEnv):
         self._outstanding = [collections.deque() for _ in range(num_workers)]  # groups sent, FIFO per worker
         self._infos_by_worker = [[] for _ in range(num_groups)]  # (worker, infos) of a group's replies so far
 
-        # fork starts a worker in milliseconds and hands it the shared arrays and creators without pickling.
-        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
+        # fork starts a worker in milliseconds and hands it the shared arrays, views and creators as they
+        # are; spawn would pickle the views into private copies.
+        if "fork" not in multiprocessing.get_all_start_methods():
+            raise ValueError("--backend Multiprocessing needs the fork start method (Linux, macOS); use Serial")
+        context = multiprocessing.get_context("fork")
         self.processes, self._commands, self._replies = [], [], []
         parent_pid = os.getpid()
         for w in range(num_workers):

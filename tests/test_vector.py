@@ -212,6 +212,21 @@ def test_env_error_in_worker_names_the_exception(workers):
     assert not any(p.is_alive() for p in vecenv.processes)
 
 
+def test_env_construction_error_in_worker():
+    with pytest.raises(WorkerError, match=r"worker 0 \(pid \d+\): env raised TypeError: .*bogus"):
+        make(Scripted, [], [dict(), dict(bogus=1)], backend="Multiprocessing", num_envs=2)
+
+
+@needs_two_cores
+def test_worker_sees_eof_when_only_the_learner_held_its_pipe():
+    """Worker 1 is forked after worker 0 and must not keep a copy of the learner's end of worker 0's
+    command pipe, or worker 0 could never see EOF when the learner goes."""
+    with make(Scripted, backend="Multiprocessing", num_envs=2, num_workers=2) as vecenv:
+        vecenv._commands[0].close()
+        vecenv.processes[0].join(timeout=3)
+        assert vecenv.processes[0].exitcode == 0 and vecenv.processes[1].is_alive()
+
+
 def test_killed_learner_leaves_no_workers():
     learner = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
@@ -248,8 +263,10 @@ def test_close_reaps_workers_and_idle_workers_sleep():
     workers = [psutil.Process(p.pid) for p in vecenv.processes]
     for worker in workers:
         worker.cpu_percent()
+        worker.send_signal(signal.SIGINT)  # Ctrl-C is the learner's to handle
     time.sleep(0.5)
     assert all(worker.cpu_percent() < 10 for worker in workers)
+    assert all(p.is_alive() for p in vecenv.processes)
     vecenv.close()
     assert all(p.exitcode == 0 for p in vecenv.processes)
     assert not {p.pid for p in psutil.Process().children()} & {w.pid for w in workers}
