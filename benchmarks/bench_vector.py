@@ -1,6 +1,6 @@
 """Rollout throughput of common.vector against pufferlib.vector: the env loop with an MLP forward as the
 policy (torch, one thread), no training, same envs, one run per row. Prints agent steps/s and the ratio
-to the first (pufferlib Serial sync) row of each env.
+to the first (pufferlib Serial sync) row of each env, and the CPU time all processes spent per agent step.
 
     python benchmarks/bench_vector.py                          # Tetris and MPE, ~5 s per row
     python benchmarks/bench_vector.py --envs mpe --seconds 2
@@ -20,6 +20,7 @@ from pathlib import Path
 
 import gymnasium
 import numpy as np
+import psutil
 import pufferlib
 import pufferlib.emulation
 import pufferlib.vector
@@ -54,18 +55,27 @@ def policy_for(vecenv):
     return act
 
 
-def agent_steps_per_second(vecenv, seconds):
-    """recv -> policy -> send rounds for `seconds` after a short warm-up; agent steps per second."""
+def cpu_seconds(processes):
+    """User + system CPU seconds used so far by `processes` (psutil.Process)."""
+    return sum(sum(process.cpu_times()[:2]) for process in processes)
+
+
+def rollout_speed(vecenv, seconds):
+    """recv -> policy -> send rounds for `seconds` after a short warm-up: (agent steps per second, CPU
+    microseconds per agent step summed over the learner and the workers). The CPU figure is the one to
+    trust on a busy machine: a backend that spins pays for it there whether or not it gets the core."""
     act = policy_for(vecenv)
     vecenv.async_reset(0)
     for _ in range(20):
         vecenv.send(act(vecenv.recv()[0]))
-    steps, start = 0, time.perf_counter()
+    processes = [psutil.Process()] + [psutil.Process(p.pid) for p in getattr(vecenv, "processes", [])]
+    steps, cpu, start = 0, cpu_seconds(processes), time.perf_counter()
     while time.perf_counter() - start < seconds:
         obs, rewards, terminals, truncations, infos, agent_ids, masks = vecenv.recv()
         vecenv.send(act(obs))
         steps += len(agent_ids)
-    return steps / (time.perf_counter() - start)
+    elapsed, cpu = time.perf_counter() - start, cpu_seconds(processes) - cpu
+    return steps / elapsed, cpu / steps * 1e6
 
 
 def close(vecenv):
@@ -179,16 +189,17 @@ def main():
     torch.set_num_threads(1)
     for env in args.envs:
         title = f"Tetris, {TETRIS_GAMES} games" if env == "tetris" else f"MPE simple_spread, {MPE_ENVS} envs x 3 agents"
-        print(f"\n{title}: agent steps/s, MLP policy, {args.seconds:g} s per row")
+        print(f"\n{title}, MLP policy, {args.seconds:g} s per row")
+        print(f"  {'':<52} {'steps/s':>10} {'ratio':>6} {'CPU us/step':>12}")
         baseline = None
         for label, build in rows(env):
             vecenv = build()
             try:
-                sps = agent_steps_per_second(vecenv, args.seconds)
+                sps, cpu_per_step = rollout_speed(vecenv, args.seconds)
             finally:
                 close(vecenv)
             baseline = baseline or sps
-            print(f"  {label:<52} {sps:>10,.0f}  {sps / baseline:5.2f}x", flush=True)
+            print(f"  {label:<52} {sps:>10,.0f} {sps / baseline:5.2f}x {cpu_per_step:>12.2f}", flush=True)
     if args.latency:
         print("\nround trip, microseconds")
         for label, seconds in latency(min(args.seconds, 2.0)):

@@ -137,7 +137,7 @@ class _VecEnv:
         self.masks = allocate((n,), bool)
         self.masks[:] = True
         self.actions = allocate((n, *atn.shape), atn_dtype)
-        self.seed = seed
+        self._seed = seed  # object i is built with seed + i
 
         self._pending = [0] * num_groups  # replies still to come per group; > 0 means in flight
         self._ready = collections.deque()  # groups whose step is done, in the order they finished
@@ -471,7 +471,7 @@ class _ObjectBuilder:
     group to [(global index, env)]."""
 
     def __init__(self, spec, vecenv, per_group):
-        self.spec, self.per_group, self.seed = spec, per_group, vecenv.seed
+        self.spec, self.per_group, self.seed = spec, per_group, vecenv._seed
         self.buffers = [vecenv._buffers(i) for i, *_ in spec]
         self.driver = vecenv.driver_env
 
