@@ -30,7 +30,6 @@ observation with reward 0 on the NEXT step. Native envs reset their own agents.
 import collections
 import ctypes
 import multiprocessing
-import multiprocessing.connection
 import os
 import pickle
 import selectors
@@ -260,7 +259,7 @@ class Serial(_VecEnv):
         driver.close()
         self.driver_env = self.envs[0]
         self.processes = []
-        self.num_workers = 0
+        self.num_workers = 0  # no worker processes; make()'s num_workers is ignored
         per = self.envs_per_group
         self._groups = [list(enumerate(self.envs))[g * per:(g + 1) * per] for g in range(num_groups)]
 
@@ -283,8 +282,8 @@ def _shared_array(shape, dtype):
 
 
 def _die_with_parent(parent_pid):
-    """Ask Linux to SIGKILL this process when the learner dies (even by SIGKILL, where no cleanup runs).
-    The command pipe's EOF covers other OSes, and a learner that died before the prctl took effect."""
+    """Ask Linux to SIGKILL this process when the learner dies (even by SIGKILL, where no cleanup runs),
+    and exit now if it died before we asked. On other OSes the command pipe's EOF ends the worker."""
     if sys.platform.startswith("linux"):
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -292,7 +291,7 @@ def _die_with_parent(parent_pid):
         os._exit(1)
 
 
-def _worker(worker_index, parent_pid, make_objects, commands, replies, learner_ends):
+def _worker(parent_pid, make_objects, commands, replies, learner_ends):
     """A worker process: build its env objects, then block on `commands` and answer each on `replies`."""
     # Ctrl-C reaches the whole process group; the learner handles it, saves, then closes us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -335,13 +334,15 @@ class Multiprocessing(_VecEnv):
 
     `processes` are the workers (multiprocessing.Process). A worker that dies or whose env raises makes
     the next recv()/send() close the vecenv and raise WorkerError naming the worker and the cause.
+    Build it on a thread that lives as long as the learner (the main thread): Linux's parent-death
+    signal fires when the thread that forked a worker exits.
     """
 
     def __init__(self, env_creators, env_args, env_kwargs, num_envs, num_workers, num_groups, seed):
         super().__init__(env_creators, env_args, env_kwargs, num_envs, num_groups, seed, allocate=_shared_array)
         self.num_workers = num_workers
         per_worker, per_group = num_envs // num_workers, num_envs // num_groups
-        # Which workers each group is on, and which objects of each group each worker owns.
+        # The workers each group is on; each worker owns objects [w * per_worker, (w + 1) * per_worker).
         self._group_workers = [sorted({i // per_worker for i in range(g * per_group, (g + 1) * per_group)})
                                for g in range(num_groups)]
         self._outstanding = [collections.deque() for _ in range(num_workers)]  # groups sent, FIFO per worker
@@ -364,7 +365,7 @@ class Multiprocessing(_VecEnv):
             self._replies.append(replies)
             learner_ends = self._commands + self._replies
             process = context.Process(target=_worker, name=f"vector-worker-{w}", daemon=True,
-                                      args=(w, parent_pid, make_objects, worker_commands, worker_replies, learner_ends))
+                                      args=(parent_pid, make_objects, worker_commands, worker_replies, learner_ends))
             with _sigint_ignored():
                 process.start()
             # Only the worker may hold its ends, so that its death reads as EOF here and ours as EOF there.
@@ -400,7 +401,7 @@ class Multiprocessing(_VecEnv):
             self._infos_by_worker[group].append((w, infos))
             self._pending[group] -= 1
             if self._pending[group] == 0:
-                parts, self._infos_by_worker[group] = sorted(self._infos_by_worker[group]), []
+                parts, self._infos_by_worker[group] = sorted(self._infos_by_worker[group], key=lambda part: part[0]), []
                 self._infos[group] = [info for _, infos in parts for info in infos]
                 self._ready.append(group)
 
