@@ -124,7 +124,8 @@ class Args:
 #   tetris: the network is ~95% of the time, so envs step in-process, synchronously;
 #   mpe-spread: the env is the bottleneck (~70 us per env step), so 2 sleeping workers step one group
 #   each while the learner runs the policy on the other;
-#   Gymnasium ids (CartPole): tiny, fast-learning defaults.
+#   Gymnasium ids (CartPole): small and fast; vf_coef 0.1 because CartPole's values (~100) otherwise swamp
+#   the policy gradient in the shared encoder (greedy eval after 60k steps: 4 of 5 seeds at 500 vs 260 at 0.5).
 ENV_DEFAULTS = {
     "tetris": dict(total_timesteps=40_000_000, num_envs=512, async_factor=1, backend="Serial", num_workers=1,
                    num_minibatches=8, update_epochs=2, learning_rate=1e-3, gamma=0.99, gae_lambda=0.95,
@@ -136,7 +137,7 @@ ENV_DEFAULTS = {
                        prio_alpha=0.0, hidden_size=128, eval_greedy=False),
     "gymnasium": dict(total_timesteps=100_000, num_envs=8, async_factor=1, backend="Serial", num_workers=1,
                       num_minibatches=4, update_epochs=4, learning_rate=2.5e-3, gamma=0.99, gae_lambda=0.95,
-                      clip_coef=0.2, vf_clip_coef=10.0, vf_coef=0.5, ent_coef=0.0, prio_alpha=0.0, hidden_size=64,
+                      clip_coef=0.2, vf_clip_coef=10.0, vf_coef=0.1, ent_coef=0.0, prio_alpha=0.0, hidden_size=64,
                       eval_greedy=True),
 }
 
