@@ -62,12 +62,13 @@ SMALL_TETRIS = dict(num_envs=8, n_rows=8, max_ticks=20, log_interval=4)
 
 
 def rollout(vecenv, steps, seed=7):
-    """Run `steps` recv/send rounds with actions that depend only on (group, round), so any backend and
-    any group order see the same inputs; return each group's list of (obs, rewards, terminals,
-    truncations, infos) copies."""
+    """recv/send until every group has been received `steps` times, with actions that depend only on
+    (group, round), so any backend and any group order see the same inputs; return each group's list of
+    (obs, rewards, terminals, truncations, infos) copies. (A busy machine can return one group many
+    times in a row: that is readiness order, not a fault.)"""
     vecenv.async_reset(seed)
     seen = {g: [] for g in range(vecenv.num_groups)}
-    for _ in range(steps):
+    while min(len(steps_of_group) for steps_of_group in seen.values()) < steps:
         obs, rewards, terminals, truncations, infos, agent_ids, masks = vecenv.recv()
         group = int(agent_ids[0]) // vecenv.agents_per_group
         assert np.array_equal(agent_ids, np.arange(group * vecenv.agents_per_group, (group + 1) * vecenv.agents_per_group))
@@ -80,7 +81,6 @@ def rollout(vecenv, steps, seed=7):
 def assert_same(a, b):
     for group in a:
         n = min(len(a[group]), len(b[group]))
-        assert n > 5
         for step_a, step_b in zip(a[group][:n], b[group][:n]):
             for x, y in zip(step_a[:4], step_b[:4]):
                 np.testing.assert_array_equal(x, y)
@@ -100,9 +100,9 @@ def test_multiprocessing_matches_serial_on_tetris(workers, groups):
         pytest.skip("two workers need two physical cores")
     args = dict(num_envs=4, num_groups=groups, seed=3)
     with make(Tetris, [], SMALL_TETRIS, backend="Serial", **args) as serial:
-        expected = rollout(serial, 120)
+        expected = rollout(serial, 60)
     with make(Tetris, [], SMALL_TETRIS, backend="Multiprocessing", num_workers=workers, **args) as multi:
-        got = rollout(multi, 120)
+        got = rollout(multi, 60)
     assert_same(expected, got)
     steps = [step for group in expected.values() for step in group]
     # The run must exercise game overs, time limits and the infos Tetris reports every 4 steps.
@@ -118,7 +118,7 @@ def test_emulated_cartpole_matches_pufferlib_serial(backend, workers):
     reference = pufferlib.vector.make(CARTPOLE, backend=pufferlib.vector.Serial, num_envs=4)
     reference.async_reset(11)
     with make(CARTPOLE, backend=backend, num_envs=4, num_workers=workers, num_groups=2) as vecenv:
-        got = rollout(vecenv, 24, seed=11)
+        got = rollout(vecenv, 12, seed=11)
     expected = {0: [], 1: []}
     for _ in range(12):
         obs, rewards, terminals, truncations, _, _, _ = reference.recv()
@@ -206,7 +206,7 @@ def test_env_error_in_worker_names_the_exception(workers):
     vecenv.async_reset(0)
     with pytest.raises(WorkerError, match=r"worker \d \(pid \d+\): env raised ValueError: scripted failure at "
                                           r"step 3 at .*test_vector\.py:\d+$"):
-        for _ in range(20):
+        for _ in range(10000):  # until group 1 has stepped 3 times, however often group 0 comes first
             vecenv.recv()
             vecenv.send(np.zeros(2))
     assert not any(p.is_alive() for p in vecenv.processes)
