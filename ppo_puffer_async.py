@@ -143,8 +143,10 @@ ENV_DEFAULTS = {
 
 
 def with_env_defaults(args: Args) -> Args:
-    """Fills every flag left at None with its env's default."""
-    defaults = ENV_DEFAULTS.get(args.env_id, ENV_DEFAULTS["gymnasium"])
+    """Fills every flag left at None with its env's default (one worker when the backend is Serial)."""
+    defaults = dict(ENV_DEFAULTS.get(args.env_id, ENV_DEFAULTS["gymnasium"]))
+    if args.backend == "Serial":
+        defaults["num_workers"] = 1
     return dataclasses.replace(args, **{k: v for k, v in defaults.items() if getattr(args, k) is None})
 
 

@@ -1,0 +1,126 @@
+"""Throughput of ppo_puffer_async.py: rollout SPS by backend and async factor, and whole-run training SPS.
+
+    python benchmarks/bench_ppo_puffer_async.py                 # both parts, Tetris and mpe-spread
+    python benchmarks/bench_ppo_puffer_async.py --part rollout --envs mpe-spread
+
+Part "rollout": the script's own `rollout()` (recv -> policy -> store -> send, the same MLP policy,
+untrained) filling the same buffer, for the synchronous in-process loop (--async-factor 1 --backend
+Serial) and the worker backends; agent steps per second, and the ratio to the Serial loop, in one run.
+Part "train": whole runs of `train()` (rollout + update), training SPS, in one run: mpe-spread async
+(its default) vs the Serial loop; Tetris at ppo_tetris.py's batch and minibatch sizes vs ppo_tetris.py.
+Each row runs `--repeats` times interleaved and reports the median, since the machine is noisy.
+"""
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import ppo_puffer_async  # noqa: E402
+import ppo_tetris  # noqa: E402
+from common.envs import make_puffer_vecenv  # noqa: E402
+
+ROLLOUT_ROWS = {  # (label, backend, async_factor, num_workers)
+    "tetris": [("Serial loop (K=1)", "Serial", 1, 1), ("Multiprocessing sync (W=1, K=1)", "Multiprocessing", 1, 1),
+               ("Multiprocessing async (W=1, K=2)", "Multiprocessing", 2, 1),
+               ("Multiprocessing async (W=2, K=2)", "Multiprocessing", 2, 2)],
+    "mpe-spread": [("Serial loop (K=1)", "Serial", 1, 1), ("Multiprocessing sync (W=2, K=1)", "Multiprocessing", 1, 2),
+                   ("Multiprocessing async (W=1, K=2)", "Multiprocessing", 2, 1),
+                   ("Multiprocessing async (W=2, K=2, default)", "Multiprocessing", 2, 2)],
+}
+NUM_ENVS = {"tetris": 1024, "mpe-spread": 64}
+
+
+def rollout_sps(env_id, backend, async_factor, num_workers, seconds):
+    args = ppo_puffer_async.with_env_defaults(ppo_puffer_async.Args(env_id=env_id))
+    vecenv = make_puffer_vecenv(env_id, backend, NUM_ENVS[env_id], num_workers, async_factor, seed=1)
+    try:
+        obs_dim, num_actions = vecenv.single_observation_space.shape[0], int(vecenv.single_action_space.n)
+        policy = ppo_puffer_async.Policy(obs_dim, num_actions, args.hidden_size)
+        experience = ppo_puffer_async.Experience(vecenv.num_agents, args.horizon, vecenv.num_agents, obs_dim,
+                                                 torch.device("cpu"))
+        stats = ppo_puffer_async.EpisodeStats(vecenv.num_agents)
+        timers = dict(env=0.0, inference=0.0)
+        vecenv.async_reset(1)
+        ppo_puffer_async.rollout(vecenv, policy, experience, stats, 0.99, None, torch.device("cpu"), timers)  # warm-up
+        steps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            ppo_puffer_async.rollout(vecenv, policy, experience, stats, 0.99, None, torch.device("cpu"), timers)
+            steps += experience.segments * experience.horizon
+        return steps / (time.perf_counter() - start)
+    finally:
+        vecenv.close()
+
+
+def train_sps(script, argv):
+    with tempfile.TemporaryDirectory() as tmp:
+        cwd = os.getcwd()
+        os.chdir(tmp)
+        try:
+            module = ppo_puffer_async if script == "ours" else ppo_tetris
+            return module.train(module.Args(**argv))["sps"]
+        finally:
+            os.chdir(cwd)
+
+
+def median_rows(rows, measure, repeats):
+    results = {label: [] for label, *_ in rows}
+    for _ in range(repeats):  # interleaved, so drift in the machine's load hits every row alike
+        for label, *config in rows:
+            results[label].append(measure(*config))
+    return {label: float(np.median(values)) for label, values in results.items()}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", choices=["rollout", "train", "all"], default="all")
+    parser.add_argument("--envs", nargs="+", default=["tetris", "mpe-spread"])
+    parser.add_argument("--seconds", type=float, default=8.0, help="per rollout row and repeat")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--train-updates", type=int, default=15, help="updates per whole-run row")
+    opts = parser.parse_args()
+    torch.set_num_threads(1)
+    print(f"cores: {os.cpu_count()}, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}")
+
+    if opts.part in ("rollout", "all"):
+        for env_id in opts.envs:
+            rows = ROLLOUT_ROWS[env_id]
+            sps = median_rows(rows, lambda *c: rollout_sps(env_id, *c, opts.seconds), opts.repeats)
+            base = sps[rows[0][0]]
+            print(f"\nrollout, {env_id}, {NUM_ENVS[env_id]} envs, median of {opts.repeats}:")
+            print(f"| {'backend':<42} | agent steps/s | vs Serial loop |")
+            for label, value in sps.items():
+                print(f"| {label:<42} | {value:13,.0f} | {value / base:13.2f}x |")
+
+    if opts.part in ("train", "all"):
+        rows = []
+        if "mpe-spread" in opts.envs:
+            mpe = dict(env_id="mpe-spread", num_envs=128, checkpoint_freq=0)
+            batch = 128 * 3 * 64
+            rows += [("mpe-spread, ours, Serial loop", "ours",
+                      dict(mpe, backend="Serial", async_factor=1, num_workers=1, total_timesteps=opts.train_updates * batch)),
+                     ("mpe-spread, ours, default (async W=2 K=2)", "ours",
+                      dict(mpe, total_timesteps=opts.train_updates * batch))]
+        if "tetris" in opts.envs:
+            batch = 512 * 64
+            rows += [("tetris, ppo_tetris.py (512 x 64, 8 mb, 2 epochs)", "ppo_tetris",
+                      dict(total_timesteps=opts.train_updates * batch, checkpoint_freq=0)),
+                     ("tetris, ours, same sizes (default flags)", "ours",
+                      dict(env_id="tetris", total_timesteps=opts.train_updates * batch, checkpoint_freq=0))]
+        sps = median_rows(rows, train_sps, opts.repeats)
+        print(f"\nwhole-run training SPS, {opts.train_updates} updates, median of {opts.repeats}:")
+        print(f"| {'run':<50} | training SPS |")
+        for label, value in sps.items():
+            print(f"| {label:<50} | {value:12,.0f} |")
+        labels = list(sps)
+        for first, second in zip(labels[::2], labels[1::2]):
+            print(f"ratio  {second} / {first}: {sps[second] / sps[first]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
