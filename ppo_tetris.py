@@ -4,12 +4,14 @@ Read top to bottom: Args, network, storage and rollout, GAE, loss, evaluation/wa
 What this file does that seed 004's PPO did not:
   * The Tetris env resets games on the same step they end; truncation at --max-ticks is bootstrapped
     with V(final observation), which the env keeps in shared memory for every backend.
-  * Checkpoints (atomic) every --checkpoint-freq updates, at the end and on Ctrl-C; --resume continues
-    the same TensorBoard run at the saved global step.
+  * Checkpoints (atomic) every --checkpoint-freq updates, at the end and on Ctrl-C (then exit code 130);
+    --resume continues the same TensorBoard run at the saved global step, to the saved total, with the
+    learning-rate schedule continuing where it was.
   * Defaults measured on this machine: a few hundred envs x 64 steps instead of 1024 x 2048.
 
-    python ppo_tetris.py                                        # ~20 min on 2 cores
-    python ppo_tetris.py --resume runs/<run>/ppo_tetris.pt --total-timesteps 60000000
+    python ppo_tetris.py                                        # 40M steps, ~19 min on 2 cores
+    python ppo_tetris.py --resume runs/<run>/ppo_tetris.pt      # finish an interrupted run
+    python ppo_tetris.py --resume runs/<run>/ppo_tetris.pt --total-timesteps 60000000   # extend it
     python ppo_tetris.py --eval-checkpoint runs/<run>/ppo_tetris.pt --eval-episodes 100
     python ppo_tetris.py --eval-checkpoint runs/<run>/ppo_tetris.pt --render   # watch one game
 """
@@ -44,8 +46,10 @@ class Args:
     """where the network runs (auto: cuda if available)"""
     torch_threads: int = 1
     """torch CPU threads; on 2 shared cores a second thread made the MLP 3x slower, not faster"""
-    total_timesteps: int = 40_000_000
-    """total environment steps of training (about 20-27 min at the 25-35k SPS measured on 2 shared cores)"""
+    total_timesteps: Optional[int] = None
+    """total environment steps, rounded down to whole updates. Default (None): 40,000,000, about 19 min (18.6 min
+    at 35.8k SPS measured on 2 shared cores); with --resume, the checkpoint's total. A larger total on --resume
+    extends the run: the learning rate goes on from the last update's and falls to 0 at the new total"""
     backend: Literal["Serial", "Multiprocessing"] = "Serial"
     """pufferlib.vector backend: envs stepped in this process, or one worker process per --num-workers"""
     num_envs: int = 512
@@ -85,7 +89,7 @@ class Args:
     checkpoint_freq: int = 50
     """save runs/<run>/ppo_tetris.pt every this many updates (0: only at the end and on Ctrl-C)"""
     resume: Optional[str] = None
-    """continue the run saved in this checkpoint (its flags, except --total-timesteps and --device)"""
+    """continue the run saved in this checkpoint with its flags (only --total-timesteps and --device can change)"""
     eval_checkpoint: Optional[str] = None
     """load this checkpoint and only evaluate it (mean/std over --eval-episodes games)"""
     eval_episodes: int = 100
@@ -94,6 +98,12 @@ class Args:
     """with --eval-checkpoint: play one game in the terminal instead"""
     render_fps: float = 10.0
     """board redraws per second with --render"""
+
+
+DEFAULT_TOTAL_TIMESTEPS = 40_000_000
+# 128 + SIGINT: what a shell reports for a program stopped by Ctrl-C, so a calling script can tell an
+# interrupted run (checkpoint saved, resumable) from a finished one.
+EXIT_INTERRUPTED = 130
 
 
 def validate_args(args: Args) -> None:
@@ -109,7 +119,8 @@ def validate_args(args: Args) -> None:
     batch_size = args.num_envs * args.num_steps
     if batch_size % args.num_minibatches:
         raise ValueError(f"--num-minibatches {args.num_minibatches} must divide num_envs * num_steps = {batch_size}")
-    if args.total_timesteps < batch_size:
+    # With --resume the update size is the checkpoint's: train() checks the total again after loading it.
+    if args.total_timesteps is not None and args.total_timesteps < batch_size and not args.resume:
         raise ValueError(f"--total-timesteps {args.total_timesteps} is less than one update ({batch_size} steps)")
     for flag, value in [("--learning-rate", args.learning_rate), ("--clip-coef", args.clip_coef),
                         ("--render-fps", args.render_fps)]:
@@ -119,6 +130,9 @@ def validate_args(args: Args) -> None:
         raise ValueError(f"--checkpoint-freq must be >= 0 (got {args.checkpoint_freq})")
     if args.render and not args.eval_checkpoint:
         raise ValueError("--render needs --eval-checkpoint PATH (the agent to watch)")
+    if args.resume and args.eval_checkpoint:
+        raise ValueError("--resume and --eval-checkpoint exclude each other: pass --eval-checkpoint alone to "
+                         "evaluate a checkpoint, or --resume alone to train it further")
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
@@ -243,10 +257,32 @@ def ppo_loss(new_logprobs, old_logprobs, advantages, new_values, old_values, ret
     return loss, pg_loss, v_loss, entropy_mean, approx_kl, clipfrac
 
 
+def annealed_lr(anchor_lr: float, anchor_step: int, step: int, end_step: int) -> float:
+    """The learning rate at `step`: linear from `anchor_lr` at `anchor_step` down to 0 at `end_step`.
+
+    A fresh run anchors at (step 0, --learning-rate): CleanRL's schedule. The anchor is saved in the
+    checkpoint, so a resume with the same total replays this schedule exactly. A resume with a new total
+    re-anchors at the saved step with the learning rate of the last update, so the rate goes on from
+    there without a jump and reaches 0 at the new total instead.
+    """
+    return anchor_lr * (1.0 - (step - anchor_step) / (end_step - anchor_step))
+
+
 def merge_infos(infos: list) -> dict:
     """Tetris reports means over the games ended since its last report and their count n: weight by n."""
     total = sum(info["n"] for info in infos)
     return {key: sum(info[key] * info["n"] for info in infos) / total for key in infos[0] if key != "n"}
+
+
+def draw_final_position(game: Tetris, title: str) -> str:
+    """Game 0's last position, drawn from its final observation ('#' locked, '@' the last piece, '.' empty).
+
+    The env starts the next game in the same step that ends one, so render() would show the new game;
+    after a game over the final observation shows the piece that no longer fit drawn over the board.
+    """
+    cells = game.final_observations[0, :game.n_rows * game.n_cols].reshape(game.n_rows, game.n_cols)
+    grid = np.where(cells == 1.0, "#", np.where(cells > 0.0, "@", "."))
+    return "\n".join([f"|{''.join(row)}|" for row in grid] + ["+" + "-" * game.n_cols + "+", title])
 
 
 def play(agent: Agent, episodes: int, seed: int, max_ticks: int, device: torch.device,
@@ -254,7 +290,8 @@ def play(agent: Agent, episodes: int, seed: int, max_ticks: int, device: torch.d
     """Plays `episodes` games, sampling from the policy as in training; arrays of per-game stats.
 
     One single-game Tetris per episode with log_interval=1: its info on the last step holds exactly
-    that game's stats. With render_fps, game 0 is redrawn in the terminal at that pace.
+    that game's stats. With render_fps, game 0 is redrawn in the terminal at that pace, its last
+    position included.
     """
     games = [Tetris(num_envs=1, seed=seed + i, max_ticks=max_ticks, log_interval=1) for i in range(episodes)]
     stats, active = [None] * episodes, list(range(episodes))
@@ -270,6 +307,11 @@ def play(agent: Agent, episodes: int, seed: int, max_ticks: int, device: torch.d
             if terminated[0] or truncated[0]:
                 stats[i] = infos[0]
                 active.remove(i)
+                if render_fps and i == 0:
+                    end = "game over" if terminated[0] else f"truncated at --max-ticks {max_ticks}"
+                    print("\033[H\033[2J" + draw_final_position(games[0], f"{end}: {infos[0]['ep_length']:.0f} steps, "
+                          f"score {infos[0]['score']:.0f}, lines {infos[0]['lines_deleted']:.0f}, "
+                          f"return {infos[0]['ep_return']:.2f}"), flush=True)
     return {key: np.array([s[key] for s in stats]) for key in ("ep_return", "ep_length", "lines_deleted", "score")}
 
 
@@ -286,7 +328,7 @@ def load(path: str, flag: str) -> dict:
         return load_checkpoint(path, required_keys=("model", "optimizer", "args", "global_step", "update",
                                                     "run_name", "obs_dim", "num_actions", "torch_rng_state"))
     except CheckpointError as e:
-        raise ValueError(f"{flag}: {e}") from None
+        raise ValueError(f"{flag}: {e}; pass a runs/<run>/ppo_tetris.pt that this script saved") from None
 
 
 def build_agent(ckpt: dict, flag: str, device: torch.device) -> Agent:
@@ -303,25 +345,46 @@ def evaluate_checkpoint(args: Args, device: torch.device) -> dict:
     agent = build_agent(ckpt, "--eval-checkpoint", device)
     stats = play(agent, 1 if args.render else args.eval_episodes, args.seed + 10_000, ckpt["args"]["max_ticks"],
                  device, render_fps=args.render_fps if args.render else None)
-    print(f"{args.eval_checkpoint} (step {ckpt['global_step']:,}), {len(stats['score'])} games:")
-    for key, values in stats.items():
-        print(f"  {key:<14} {values.mean():10.2f} +/- {values.std():.2f}")
+    games = len(stats["score"])
+    print(f"{args.eval_checkpoint} (step {ckpt['global_step']:,}), {games} game{'s' if games > 1 else ''}:")
+    for key, values in stats.items():  # one game has no spread to report
+        print(f"  {key:<14} {values.mean():10.2f}" + (f" +/- {values.std():.2f}" if games > 1 else ""))
     return stats
 
 
 def train(args: Args) -> dict:
     ckpt = load(args.resume, "--resume") if args.resume else None
+    total_given = args.total_timesteps is not None
     if ckpt:  # the saved run's flags, so the run continues as it started
-        args = dataclasses.replace(Args(**ckpt["args"]), total_timesteps=args.total_timesteps,
+        saved = Args(**ckpt["args"])
+        # No --total-timesteps: finish the saved run's budget, not the 40M default.
+        args = dataclasses.replace(saved, total_timesteps=args.total_timesteps if total_given else saved.total_timesteps,
                                    device=args.device, resume=args.resume)
         validate_args(args)
+    elif not total_given:
+        args = dataclasses.replace(args, total_timesteps=DEFAULT_TOTAL_TIMESTEPS)
+    batch_size = args.num_envs * args.num_steps
+    minibatch_size = batch_size // args.num_minibatches
+    num_updates = args.total_timesteps // batch_size  # whole updates, as CleanRL; said below when it rounds
+    end_step = num_updates * batch_size
+    # The learning rate falls linearly from the anchor to 0 at end_step (see annealed_lr).
+    lr_anchor = {"step": 0, "lr": args.learning_rate}
+    if ckpt:
+        if num_updates <= ckpt["update"]:
+            own = "" if total_given else " (the checkpoint's own: that run is finished)"
+            raise ValueError(f"--total-timesteps {args.total_timesteps:,}{own} adds no update to the checkpoint's "
+                             f"{ckpt['global_step']:,} steps (an update is {batch_size:,}); pass --total-timesteps "
+                             f"{(ckpt['update'] + 1) * batch_size:,} or more to train on")
+        lr_anchor = ckpt.get("lr_anchor", lr_anchor)  # older checkpoints: their run's fresh schedule
+        saved_end = (saved.total_timesteps // batch_size) * batch_size
+        if end_step != saved_end and ckpt["update"] > 0:
+            # A new budget: go on from the last update's learning rate (no jump), now reaching 0 at end_step.
+            last_lr = annealed_lr(lr_anchor["lr"], lr_anchor["step"], ckpt["global_step"] - batch_size, saved_end)
+            lr_anchor = {"step": ckpt["global_step"], "lr": last_lr}
     device = resolve_device(args.device)
     # A 256-unit MLP on a few thousand rows gains nothing from intra-op threads on 2 shared cores.
     torch.set_num_threads(args.torch_threads)
     torch.manual_seed(args.seed)
-    batch_size = args.num_envs * args.num_steps
-    minibatch_size = batch_size // args.num_minibatches
-    num_updates = args.total_timesteps // batch_size
 
     # log_interval = num_steps: each env object reports its finished games once per rollout.
     envs = make_tetris_vecenv(args.backend, args.num_envs, args.num_workers, args.seed,
@@ -341,23 +404,27 @@ def train(args: Args) -> dict:
         checkpoint_path = os.path.join(run_dir, f"{args.exp_name}.pt")
         print(f"run {run_name}: updates {start_update}..{num_updates} of {batch_size:,} steps on {device}, "
               f"{args.backend}; tensorboard --logdir runs", flush=True)
+        if end_step != args.total_timesteps:
+            print(f"training to step {end_step:,}: {num_updates:,} updates of {batch_size:,} steps "
+                  f"(--total-timesteps {args.total_timesteps:,} rounded down to whole updates)", flush=True)
 
         def save(update: int) -> None:
             # The games themselves are not saved: a resumed run starts fresh games, seeded by update.
             save_checkpoint(checkpoint_path, {
                 "model": agent.state_dict(), "optimizer": optimizer.state_dict(), "global_step": global_step,
                 "update": update, "args": dataclasses.asdict(args), "run_name": run_name, "obs_dim": obs_dim,
-                "num_actions": num_actions, "torch_rng_state": torch.get_rng_state()})
+                "num_actions": num_actions, "torch_rng_state": torch.get_rng_state(), "lr_anchor": lr_anchor})
 
         obs, _ = envs.reset(seed=args.seed + start_update)
         next_obs = torch.as_tensor(obs, device=device)
         timers = dict(env=0.0, inference=0.0, learn=0.0)
-        completed, recent = start_update - 1, {}
-        progress = Progress(args.total_timesteps, start_step=global_step)
+        completed, recent, interrupted = start_update - 1, {}, False
+        progress = Progress(end_step, start_step=global_step)
         try:
             for update in range(start_update, num_updates + 1):
                 if args.anneal_lr:
-                    optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - (update - 1.0) / num_updates)
+                    optimizer.param_groups[0]["lr"] = annealed_lr(lr_anchor["lr"], lr_anchor["step"], global_step,
+                                                                  end_step)
                 next_obs, infos = collect_rollout(envs, agent, next_obs, storage, args.gamma, device, timers)
                 global_step += batch_size
 
@@ -417,8 +484,7 @@ def train(args: Args) -> dict:
                 completed = update
         except KeyboardInterrupt:
             # A half-done update is dropped: the checkpoint's step count is whole updates.
-            print("interrupted: saving, then closing the envs", flush=True)
-            global_step = completed * batch_size
+            interrupted, global_step = True, completed * batch_size
         save(completed)
         writer.close()
     finally:
@@ -428,8 +494,12 @@ def train(args: Args) -> dict:
     sps = (global_step - progress.start_step) / max(sum(timers.values()), 1e-9)
     summary = ", ".join(f"{key} {recent[key]:.2f}" for key in ("ep_return", "ep_length", "lines_deleted")
                         if key in recent)
-    print(f"done: step {global_step:,}, SPS {sps:,.0f}, {summary or 'no finished games'}; saved {checkpoint_path}")
-    return {"global_step": global_step, "update": completed, "sps": sps, "run_dir": run_dir,
+    if interrupted:
+        print(f"interrupted at step {global_step:,}: saved {checkpoint_path}, envs closed; "
+              f"continue with --resume {checkpoint_path}", flush=True)
+    else:
+        print(f"done: step {global_step:,}, SPS {sps:,.0f}, {summary or 'no finished games'}; saved {checkpoint_path}")
+    return {"global_step": global_step, "update": completed, "sps": sps, "run_dir": run_dir, "interrupted": interrupted,
             "checkpoint": checkpoint_path, "episode_stats": recent,
             "env_sps": (global_step - progress.start_step) / max(timers["env"], 1e-9), "timers": timers}
 
@@ -441,10 +511,13 @@ def main(argv=None) -> None:
         if args.eval_checkpoint:
             torch.set_num_threads(args.torch_threads)
             evaluate_checkpoint(args, resolve_device(args.device))
-        else:
-            train(args)
+        elif train(args)["interrupted"]:  # train() saved, closed the envs and said so
+            raise SystemExit(EXIT_INTERRUPTED)
     except (ValueError, FloatingPointError) as e:
         raise SystemExit(f"error: {e}") from None
+    except KeyboardInterrupt:  # while starting up, evaluating or watching: there is nothing to save
+        print("\ninterrupted: nothing to save", flush=True)
+        raise SystemExit(EXIT_INTERRUPTED) from None
 
 
 if __name__ == "__main__":
