@@ -7,15 +7,14 @@ already the next episode's first one, and the true last observation is in `info[
 which a learner needs to bootstrap `V(final_obs)` on time-limit truncation."""
 
 import multiprocessing
-import signal
 
 import gymnasium as gym
 import numpy as np
-import psutil
-import pufferlib.vector
+import pufferlib.emulation
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
+from common import vector
 from common.tetris import Tetris
 
 
@@ -132,37 +131,23 @@ def _tetris_sharing_final_obs(final_obs_buffer, slot, buf=None, seed=0, **tetris
 
 def make_tetris_vecenv(backend: str, num_envs: int, num_workers: int, seed: int, **tetris_kwargs):
     """`num_workers` Tetris objects of `num_envs // num_workers` games each, stepped in this process
-    (backend "Serial") or one worker process each ("Multiprocessing").
+    (backend "Serial") or one sleeping worker process each ("Multiprocessing", common/vector.py: a worker
+    that dies ends the run with a message naming it; workers die with the learner). Synchronous use:
+    `reset(seed)`, `step(actions)`.
 
     Tetris keeps the last observation of ended games in the env object, which with Multiprocessing is in
     another process; each env here writes them into one shared array instead, readable as
     `vecenv.final_observations` (num_envs, obs_size), valid on the rows that ended on the last step.
     """
-    backends = {"Serial": pufferlib.vector.Serial, "Multiprocessing": pufferlib.vector.Multiprocessing}
-    if backend not in backends:
-        raise ValueError(f"--backend must be one of {sorted(backends)} (got {backend!r})")
     if num_workers < 1 or num_envs < 1:
         raise ValueError(f"--num-envs and --num-workers must be at least 1 (got {num_envs}, {num_workers})")
     if num_envs % num_workers:
         raise ValueError(f"--num-envs {num_envs} must be divisible by --num-workers {num_workers}")
-    cores = psutil.cpu_count(logical=False) or 1
-    if backend == "Multiprocessing" and num_workers > cores:
-        raise ValueError(f"--num-workers {num_workers} exceeds the {cores} CPU cores; PufferLib's workers "
-                         "busy-wait, so use at most one per core (or --backend Serial)")
-    per_env = num_envs // num_workers
     obs_size = Tetris(num_envs=1, **tetris_kwargs).single_observation_space.shape[0]
     final_obs_buffer = multiprocessing.RawArray("f", num_envs * obs_size)
-    # Ctrl-C reaches the whole process group; workers that inherit SIG_IGN leave the shutdown to the
-    # learner (which saves, then closes them) instead of each printing a KeyboardInterrupt traceback.
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        vecenv = pufferlib.vector.make(
-            [_tetris_sharing_final_obs] * num_workers,
-            env_args=[[final_obs_buffer, slot] for slot in range(num_workers)],
-            env_kwargs=[dict(num_envs=per_env, **tetris_kwargs)] * num_workers,
-            backend=backends[backend], num_envs=num_workers, num_workers=num_workers, seed=seed)
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    vecenv = vector.make([_tetris_sharing_final_obs] * num_workers, [[final_obs_buffer, i] for i in range(num_workers)],
+                         dict(num_envs=num_envs // num_workers, **tetris_kwargs), backend=backend,
+                         num_envs=num_workers, num_workers=num_workers, num_groups=1, seed=seed)
     vecenv.final_observations = np.frombuffer(final_obs_buffer, dtype=np.float32).reshape(num_envs, obs_size)
     return vecenv
 
@@ -176,7 +161,6 @@ def _gymnasium_env(env_id, buf=None, seed=0, **make_kwargs):
     """One Gymnasium env through pufferlib.emulation. Emulation resets on the NEXT send: the step
     that ends an episode returns the true final observation, the step after it the reset observation
     with reward 0, which is no transition at all (the learner must skip it)."""
-    import pufferlib.emulation
     return pufferlib.emulation.GymnasiumPufferEnv(
         env_creator=gym.make, env_args=[env_id], env_kwargs=dict(disable_env_checker=True, **make_kwargs),
         buf=buf, seed=seed)
@@ -184,7 +168,6 @@ def _gymnasium_env(env_id, buf=None, seed=0, **make_kwargs):
 
 def _mpe_spread_env(buf=None, seed=0):
     """PettingZoo MPE simple_spread (N=3 agents, 25-step episodes that end in truncation)."""
-    import pufferlib.emulation
     from mpe2 import simple_spread_v3
     return pufferlib.emulation.PettingZooPufferEnv(
         env_creator=simple_spread_v3.parallel_env, env_kwargs=dict(N=3, max_cycles=25, continuous_actions=False),
@@ -203,7 +186,6 @@ def make_puffer_vecenv(env_id: str, backend: str, num_envs: int, num_workers: in
     step returns the final observation, the next one a reset observation with reward 0), and
     `agents_per_env`.
     """
-    from common import vector
     if num_envs < 1 or num_workers < 1 or async_factor < 1:
         raise ValueError(f"--num-envs, --num-workers and --async-factor must be at least 1 "
                          f"(got {num_envs}, {num_workers}, {async_factor})")
@@ -237,13 +219,8 @@ def make_puffer_vecenv(env_id: str, backend: str, num_envs: int, num_workers: in
         require_box_obs_discrete_actions(probe.observation_space, probe.action_space, env_id)
         probe.close()
         creators, args, kwargs, autoreset = [_gymnasium_env] * num_envs, [[env_id]] * num_envs, [{}] * num_envs, "next_step"
-    # Ctrl-C reaches the whole process group; workers that ignore it leave the shutdown to the learner.
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        vecenv = vector.make(creators, args, kwargs, backend=backend, num_envs=len(creators),
-                             num_workers=num_workers, num_groups=async_factor, seed=seed)
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    vecenv = vector.make(creators, args, kwargs, backend=backend, num_envs=len(creators),
+                         num_workers=num_workers, num_groups=async_factor, seed=seed)
     vecenv.autoreset = autoreset
     vecenv.agents_per_env = vecenv.num_agents // num_envs if env_id != "tetris" else 1
     if env_id == "tetris":

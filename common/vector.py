@@ -201,6 +201,25 @@ class _VecEnv:
         group, self._held = self._held, None
         self._start(group, STEP, 0)
 
+    def reset(self, seed=None):
+        """Synchronous use, as pufferlib.vector's reset(): (observations, infos) of all agents (one group)."""
+        self._check_one_group("reset")
+        self.async_reset(seed)
+        obs, _, _, _, infos, _, _ = self.recv()
+        return obs, infos
+
+    def step(self, actions):
+        """Synchronous use, as pufferlib.vector's step(): (observations, rewards, terminals, truncations,
+        infos) of all agents (one group)."""
+        self._check_one_group("step")
+        self.send(actions)
+        obs, rewards, terminals, truncations, infos, _, _ = self.recv()
+        return obs, rewards, terminals, truncations, infos
+
+    def _check_one_group(self, name):
+        if self.num_groups != 1:
+            raise RuntimeError(f"{name}() steps all envs at once: use recv()/send() with {self.num_groups} groups")
+
     def __enter__(self):
         return self
 

@@ -305,7 +305,7 @@ def test_emulated_time_limit_bootstraps_the_final_observation_and_stores_no_rese
 
 # ----- runs -----
 
-TINY_TETRIS = dict(env_id="tetris", num_envs=16, horizon=8, num_minibatches=2, update_epochs=1, max_ticks=30,
+TINY_TETRIS = dict(env_id="tetris", num_envs=16, horizon=8, num_minibatches=2, update_epochs=1, max_ticks=10,
                    checkpoint_freq=0)
 
 
