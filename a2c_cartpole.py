@@ -12,7 +12,7 @@ What this file gets right that popular A2C code often does not:
 
     python a2c_cartpole.py                        # trains CartPole-v1, evaluates as it goes
     python a2c_cartpole.py --env-id Acrobot-v1 --total-timesteps 500000
-    python a2c_cartpole.py --save-model           # writes runs/<run>/a2c_cartpole.pt
+    python a2c_cartpole.py --save-model           # writes runs/<run>/a2c_cartpole.pt (Ctrl-C always does)
     python a2c_cartpole.py --eval-checkpoint runs/<run>/a2c_cartpole.pt --eval-episodes 20
 """
 
@@ -85,9 +85,14 @@ class Args:
     eval_episodes: int = 10
     """episodes per deterministic (argmax) evaluation"""
     save_model: bool = False
-    """save weights, observation statistics and args to runs/<run_name>/a2c_cartpole.pt"""
+    """save weights, observation statistics and args to runs/<run_name>/a2c_cartpole.pt at the end (Ctrl-C always saves)"""
     eval_checkpoint: Optional[str] = None
     """load this checkpoint and only evaluate it (prints mean/std over --eval-episodes)"""
+
+
+# 128 + SIGINT: what a shell reports for a program stopped by Ctrl-C, so a calling script can tell an
+# interrupted run (model saved) from a finished one.
+EXIT_INTERRUPTED = 130
 
 
 def validate_args(args: Args) -> None:
@@ -309,7 +314,7 @@ def evaluate_checkpoint(args: Args, device: torch.device) -> None:
     try:
         ckpt = load_checkpoint(args.eval_checkpoint, required_keys=("model", "obs_rms", "args"))
     except CheckpointError as e:
-        raise ValueError(f"--eval-checkpoint: {e}") from None
+        raise ValueError(f"--eval-checkpoint: {e}; pass a runs/<run>/a2c_cartpole.pt that this script saved") from None
     saved = ckpt["args"]
     probe = gym.make(saved["env_id"])
     agent = Agent(probe.observation_space.shape[0], probe.action_space.n, saved["hidden_size"]).to(device)
@@ -317,13 +322,16 @@ def evaluate_checkpoint(args: Args, device: torch.device) -> None:
     try:
         agent.load_state_dict(ckpt["model"])
     except RuntimeError as e:
-        raise ValueError(f"--eval-checkpoint {args.eval_checkpoint}: weights do not fit the network ({e})") from None
+        raise ValueError(f"--eval-checkpoint {args.eval_checkpoint}: weights do not fit the network "
+                         f"({str(e).splitlines()[0]})") from None
     obs_rms = None
     if ckpt["obs_rms"] is not None:
         obs_rms = RunningMeanStd()
         obs_rms.load_state_dict(ckpt["obs_rms"])
     returns = evaluate(agent, saved["env_id"], obs_rms, args.eval_episodes, args.seed + 10_000, device)
-    print(f"{saved['env_id']}: return {returns.mean():.1f} +/- {returns.std():.1f} over {len(returns)} episodes")
+    spread = f" +/- {returns.std():.1f}" if len(returns) > 1 else ""  # one episode has no spread to report
+    print(f"{saved['env_id']}: return {returns.mean():.1f}{spread} over {len(returns)} "
+          f"episode{'s' if len(returns) > 1 else ''}")
 
 
 def train(args: Args) -> dict:
@@ -355,13 +363,17 @@ def train(args: Args) -> dict:
     run_name = make_run_name(args.env_id, args.exp_name, args.seed)
     run_dir = os.path.join("runs", run_name)
     writer = make_writer(run_dir, args)
-    print(f"run {run_name}: {num_updates} updates of {batch_size} steps on {device}; tensorboard --logdir runs")
+    print(f"run {run_name}: {num_updates} updates of {batch_size} steps on {device}; tensorboard --logdir runs",
+          flush=True)
+    if num_updates * batch_size != args.total_timesteps:
+        print(f"training to step {num_updates * batch_size:,}: {num_updates:,} updates of {batch_size:,} steps "
+              f"(--total-timesteps {args.total_timesteps:,} rounded down to whole updates)", flush=True)
+
+    checkpoint_path = os.path.join(run_dir, f"{args.exp_name}.pt")
 
     def save() -> None:
-        path = os.path.join(run_dir, f"{args.exp_name}.pt")
-        save_checkpoint(path, {"model": agent.state_dict(), "obs_rms": obs_rms.state_dict() if obs_rms else None,
-                               "args": vars(args), "global_step": global_step})
-        print(f"saved {path}")
+        save_checkpoint(checkpoint_path, {"model": agent.state_dict(), "args": vars(args), "global_step": global_step,
+                                          "obs_rms": obs_rms.state_dict() if obs_rms else None})
 
     raw_obs, _ = envs.reset(seed=args.seed)
     if obs_rms is not None:
@@ -369,13 +381,14 @@ def train(args: Args) -> dict:
     next_obs = normalize_obs(raw_obs, obs_rms)
     global_step, recent_returns, finished_returns, finished_lengths = 0, [], [], []
     eval_mean, solved_at, eval_history = None, None, []
-    progress = Progress(args.total_timesteps)
+    progress = Progress(num_updates * batch_size)
     # Training SPS counts all wall time but evaluation's (acting, learning, logging), as we measure SB3's.
     start_time, eval_time = time.perf_counter(), 0.0
 
     def training_sps() -> float:
         return global_step / max(time.perf_counter() - start_time - eval_time, 1e-9)
 
+    interrupted = False
     try:
         for update in range(1, num_updates + 1):
             if args.anneal_lr:
@@ -450,17 +463,22 @@ def train(args: Args) -> dict:
             progress.update(global_step, update=update, SPS_train=round(training_sps()),
                             ret=sum(recent_returns) / len(recent_returns) if recent_returns else None, eval=eval_mean)
     except KeyboardInterrupt:
-        print("interrupted: saving and closing envs")
+        # Saved whatever --save-model says: minutes of training should not be lost to one keypress.
+        interrupted = True
     finally:
-        if args.save_model:
+        if args.save_model or interrupted:
             save()
         envs.close()
         writer.close()
     sps = training_sps()
-    last_eval = "none" if eval_mean is None else f"{eval_mean:.1f}"
-    print(f"done: {global_step:,} steps, training SPS {sps:,.0f} (evaluation excluded), last eval {last_eval}")
+    if interrupted:
+        print(f"interrupted at step {global_step:,}: saved {checkpoint_path}, envs closed", flush=True)
+    else:
+        last_eval = "none" if eval_mean is None else f"{eval_mean:.1f}"
+        saved = f"; saved {checkpoint_path}" if args.save_model else ""
+        print(f"done: {global_step:,} steps, training SPS {sps:,.0f} (evaluation excluded), last eval {last_eval}{saved}")
     return {"global_step": global_step, "sps": sps, "eval_history": eval_history, "solved_at": solved_at,
-            "run_dir": run_dir}
+            "run_dir": run_dir, "interrupted": interrupted}
 
 
 def main(argv=None) -> None:
@@ -470,10 +488,13 @@ def main(argv=None) -> None:
         device = resolve_device(args.device)
         if args.eval_checkpoint:
             evaluate_checkpoint(args, device)
-        else:
-            train(args)
+        elif train(args)["interrupted"]:  # train() saved, closed the envs and said so
+            raise SystemExit(EXIT_INTERRUPTED)
     except (ValueError, FloatingPointError) as e:
         raise SystemExit(f"error: {e}") from None
+    except KeyboardInterrupt:  # while starting up or evaluating a checkpoint: there is nothing to save
+        print("\ninterrupted: nothing to save", flush=True)
+        raise SystemExit(EXIT_INTERRUPTED) from None
 
 
 if __name__ == "__main__":

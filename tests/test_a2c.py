@@ -242,10 +242,12 @@ def test_non_finite_loss_stops_with_a_clear_message(tmp_path, monkeypatch):
         a2c.main(["--total-timesteps", "800", "--eval-freq", "0"])
 
 
-def test_ctrl_c_saves_the_model(tmp_path):
-    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "a2c_cartpole.py"), "--save-model",
-                             "--total-timesteps", "10000000"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def test_ctrl_c_saves_without_save_model_and_exits_130(tmp_path):
+    # A process started in the background by a non-interactive shell inherits SIGINT ignored (and Python
+    # keeps it so): give the script the disposition a terminal's Ctrl-C meets.
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "a2c_cartpole.py"), "--total-timesteps", "10000000"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert proc.stdout.readline().startswith("run CartPole-v1__a2c_cartpole__1__")  # training has started
         time.sleep(1.0)
@@ -253,11 +255,34 @@ def test_ctrl_c_saves_the_model(tmp_path):
         out, err = proc.communicate(timeout=30)
     finally:
         proc.kill()
-    assert proc.returncode == 0 and "Traceback" not in err, err
-    assert "interrupted: saving" in out
+    assert proc.returncode == 130 and not err, err
     (run,) = os.listdir(tmp_path / "runs")
-    checkpoint = torch.load(tmp_path / "runs" / run / "a2c_cartpole.pt", weights_only=True)
+    path = os.path.join("runs", run, "a2c_cartpole.pt")
+    checkpoint = torch.load(tmp_path / path, weights_only=True)
     assert 0 < checkpoint["global_step"] < 10_000_000
+    (line,) = [line for line in out.splitlines() if "interrupted" in line]
+    assert line == f"interrupted at step {checkpoint['global_step']:,}: saved {path}, envs closed"
+    # and the saved model evaluates
+    out = run_script("--eval-checkpoint", path, "--eval-episodes", "1", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+
+
+def test_one_episode_evaluation_prints_no_spread(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    result = a2c.train(a2c.Args(total_timesteps=800, eval_freq=0, save_model=True))
+    capsys.readouterr()
+    a2c.main(["--eval-checkpoint", os.path.join(result["run_dir"], "a2c_cartpole.pt"), "--eval-episodes", "1"])
+    out = capsys.readouterr().out
+    assert "over 1 episode" in out and "+/-" not in out, out
+
+
+def test_total_rounded_down_to_whole_updates_is_said_once(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    result = a2c.train(a2c.Args(total_timesteps=1000, eval_freq=0))
+    assert result["global_step"] == 960
+    out = capsys.readouterr().out
+    assert out.count("rounded down") == 1
+    assert "training to step 960: 12 updates of 80 steps (--total-timesteps 1,000 rounded down to whole updates)" in out
 
 
 def run_script(*argv, cwd):
@@ -270,13 +295,17 @@ def run_script(*argv, cwd):
     (["--num-envs", "0"], ["--num-envs"]),
     (["--mini-batches", "3"], ["--mini-batches"]),
     (["--eval-checkpoint", "does_not_exist.pt"], ["--eval-checkpoint", "not found"]),
-    (["--eval-checkpoint", "corrupt.pt"], ["--eval-checkpoint", "corrupt"]),
+    (["--eval-checkpoint", "corrupt.pt"], ["--eval-checkpoint", "it is text, beginning 'this is not a checkpoint'"]),
+    (["--eval-checkpoint", "truncated.pt"], ["--eval-checkpoint", "it is truncated (the file ends early, after"]),
+    (["--eval-checkpoint", "other.pt"], ["--eval-checkpoint", "lacks the entries obs_rms, args: it was not written"]),
 ])
 def test_bad_input_gives_one_line_error(tmp_path, argv, words):
     (tmp_path / "corrupt.pt").write_bytes(b"this is not a checkpoint")
+    torch.save({"model": {"w": torch.zeros(1000)}}, tmp_path / "other.pt")
+    (tmp_path / "truncated.pt").write_bytes((tmp_path / "other.pt").read_bytes()[:2000])
     out = run_script(*argv, cwd=tmp_path)
     assert out.returncode != 0
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:"), out.stderr
     for word in words:
-        assert word in lines[0]
+        assert word in lines[0], lines[0]
