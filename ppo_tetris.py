@@ -30,6 +30,7 @@ from torch.distributions import Categorical
 
 from common.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from common.envs import make_tetris_vecenv
+from common.vector import WorkerError
 from common.logs import Progress, make_run_name, make_writer
 from common.tetris import Tetris
 
@@ -51,7 +52,7 @@ class Args:
     at 35.8k SPS measured on 2 shared cores); with --resume, the checkpoint's total. A larger total on --resume
     extends the run: the learning rate goes on from the last update's and falls to 0 at the new total"""
     backend: Literal["Serial", "Multiprocessing"] = "Serial"
-    """pufferlib.vector backend: envs stepped in this process, or one worker process per --num-workers"""
+    """envs stepped in this process, or in --num-workers sleeping worker processes (common/vector.py)"""
     num_envs: int = 512
     """the number of parallel Tetris games"""
     num_workers: int = 1
@@ -485,12 +486,15 @@ def train(args: Args) -> dict:
         except KeyboardInterrupt:
             # A half-done update is dropped: the checkpoint's step count is whole updates.
             interrupted, global_step = True, completed * batch_size
+        except WorkerError:  # a worker died or its env raised: keep what was learned, then say which
+            global_step = completed * batch_size
+            save(completed)
+            writer.close()
+            raise
         save(completed)
         writer.close()
     finally:
-        envs.close()
-        for worker in getattr(envs, "processes", ()):  # Multiprocessing terminates but never reaps them
-            worker.join(timeout=5)
+        envs.close()  # stops and reaps the workers
     sps = (global_step - progress.start_step) / max(sum(timers.values()), 1e-9)
     summary = ", ".join(f"{key} {recent[key]:.2f}" for key in ("ep_return", "ep_length", "lines_deleted")
                         if key in recent)
@@ -513,7 +517,7 @@ def main(argv=None) -> None:
             evaluate_checkpoint(args, resolve_device(args.device))
         elif train(args)["interrupted"]:  # train() saved, closed the envs and said so
             raise SystemExit(EXIT_INTERRUPTED)
-    except (ValueError, FloatingPointError) as e:
+    except (ValueError, FloatingPointError, WorkerError) as e:
         raise SystemExit(f"error: {e}") from None
     except KeyboardInterrupt:  # while starting up, evaluating or watching: there is nothing to save
         print("\ninterrupted: nothing to save", flush=True)

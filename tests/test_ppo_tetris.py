@@ -429,3 +429,50 @@ def test_ctrl_c_while_watching_ends_cleanly(tmp_path, real_checkpoint):
         kill_tree(proc)
     assert proc.returncode == 130 and not err, err
     assert out.rstrip().endswith("interrupted: nothing to save")
+
+
+# ----- dead workers, dead learner (common/vector.py) -----
+
+def start_with_two_workers(tmp_path, *argv):
+    proc = start_script("--backend", "Multiprocessing", "--num-workers", "2", "--num-envs", "16", "--num-steps", "8",
+                        "--num-minibatches", "2", "--total-timesteps", "10000000", "--checkpoint-freq", "1", *argv,
+                        cwd=tmp_path)
+    assert proc.stdout.readline().startswith("run PufferTetris__ppo_tetris__1__")  # envs are up
+    workers = psutil.Process(proc.pid).children(recursive=True)
+    assert len(workers) == 2
+    time.sleep(1.5)  # a few updates, so there is a checkpoint to keep
+    return proc, workers
+
+
+def test_a_killed_worker_ends_the_run_with_a_one_line_error(tmp_path):
+    # PufferLib's Multiprocessing spins forever on a dead worker's flag; ours wakes on its exit.
+    proc, workers = start_with_two_workers(tmp_path)
+    try:
+        os.kill(workers[1].pid, signal.SIGKILL)
+        killed = time.time()
+        out, err = proc.communicate(timeout=30)
+    finally:
+        kill_tree(proc)
+    assert time.time() - killed < 10
+    assert proc.returncode == 1
+    assert err.strip() == f"error: worker 1 (pid {workers[1].pid}) was killed by SIGKILL", err
+    _, alive = psutil.wait_procs(workers, timeout=5)
+    assert not alive  # the other worker was stopped and reaped
+    (run,) = os.listdir(tmp_path / "runs")
+    ckpt = torch.load(tmp_path / "runs" / run / "ppo_tetris.pt", weights_only=True)
+    assert ckpt["update"] >= 1 and ckpt["global_step"] == 128 * ckpt["update"]
+
+
+def test_workers_exit_when_the_learner_is_killed(tmp_path):
+    # kill -9 (or the OOM killer) runs no cleanup in the learner; the workers must still go.
+    proc, workers = start_with_two_workers(tmp_path)
+    try:
+        proc.kill()
+        proc.wait(timeout=10)
+        _, alive = psutil.wait_procs(workers, timeout=5)
+    finally:
+        kill_tree(proc)
+        for worker in workers:
+            if worker.is_running():
+                worker.kill()
+    assert not alive, f"orphaned workers: {[w.pid for w in alive]}"
