@@ -27,7 +27,6 @@ What it gets right that PufferLib 3.0's `PuffeRL` does not (read from pufferl.py
 
 import dataclasses
 import os
-import sys
 import time
 from dataclasses import dataclass
 from typing import Literal, Optional
@@ -125,7 +124,8 @@ class Args:
 #   mpe-spread: the env is the bottleneck (~70 us per env step), so 2 sleeping workers step one group
 #   each while the learner runs the policy on the other;
 #   Gymnasium ids (CartPole): small and fast; vf_coef 0.1 because CartPole's values (~100) otherwise swamp
-#   the policy gradient in the shared encoder (greedy eval after 60k steps: 4 of 5 seeds at 500 vs 260 at 0.5).
+#   the policy gradient in the shared encoder (greedy eval after 60k steps, seeds 1-5: 444-500 with 0.1;
+#   seed 1 at 260 with 0.5). 100k steps: 5 of 5 seeds at 500 by 80k.
 ENV_DEFAULTS = {
     "tetris": dict(total_timesteps=40_000_000, num_envs=512, async_factor=1, backend="Serial", num_workers=1,
                    num_minibatches=8, update_epochs=2, learning_rate=1e-3, gamma=0.99, gae_lambda=0.95,
@@ -580,9 +580,9 @@ def resolve_device(name: str) -> torch.device:
 def load(path: str, flag: str) -> dict:
     try:
         return load_checkpoint(path, required_keys=("model", "optimizer", "args", "global_step", "update", "run_name",
-                                                    "obs_dim", "num_actions", "next_learning_rate", "torch_rng_state"))
+                                                    "obs_dim", "num_actions", "lr_anchor", "torch_rng_state"))
     except CheckpointError as e:
-        raise ValueError(f"{flag}: {e}") from None
+        raise ValueError(f"{flag}: {e}; pass a runs/<run>/ppo_puffer_async.pt that this script saved") from None
 
 
 def build_policy(ckpt: dict, flag: str, hidden_size: int, device: torch.device) -> Policy:
@@ -614,14 +614,33 @@ def evaluate_checkpoint(args: Args, device: torch.device) -> dict:
 
 # ----- training -----
 
+# The exit code of a run stopped by Ctrl-C (128 + SIGINT), so a calling script can tell it from a finished one.
+EXIT_INTERRUPTED = 130
+
+
+def annealed_lr(anchor_lr: float, anchor_step: int, step: int, end_step: int) -> float:
+    """The learning rate at `step`: linear from `anchor_lr` at `anchor_step` down to 0 at `end_step`.
+
+    A fresh run anchors at (step 0, --learning-rate). The anchor is saved in the checkpoint, so a resume with
+    the same total replays the schedule exactly; a resume with a new total re-anchors at the saved step with
+    the last update's learning rate, so the rate goes on from there without a jump and reaches 0 at the new end.
+    """
+    return anchor_lr * (1.0 - (step - anchor_step) / (end_step - anchor_step))
+
+
 def train(args: Args) -> dict:
     ckpt = load(args.resume, "--resume") if args.resume else None
     if ckpt:  # the saved run's flags, so the run continues as it started
-        total = args.total_timesteps or ckpt["args"]["total_timesteps"]
-        if total <= ckpt["global_step"]:
-            raise ValueError(f"--total-timesteps {total:,} is not beyond the checkpoint's step "
-                             f"{ckpt['global_step']:,}; pass a larger total to train on")
-        args = dataclasses.replace(Args(**ckpt["args"]), total_timesteps=total, device=args.device, resume=args.resume)
+        saved = Args(**ckpt["args"])
+        total_given = args.total_timesteps is not None
+        # No --total-timesteps: finish the saved run's budget, not the env's default.
+        args = dataclasses.replace(saved, total_timesteps=args.total_timesteps if total_given else saved.total_timesteps,
+                                   device=args.device, resume=args.resume)
+        if args.total_timesteps // saved.batch_size <= ckpt["update"]:
+            own = "" if total_given else " (the checkpoint's own: that run is finished)"
+            raise ValueError(f"--total-timesteps {args.total_timesteps:,}{own} adds no update to the checkpoint's "
+                             f"{ckpt['global_step']:,} steps (an update is {saved.batch_size:,}); pass "
+                             f"--total-timesteps {(ckpt['update'] + 1) * saved.batch_size:,} or more to train on")
     args = with_env_defaults(args)
     validate_args(args)
     device = resolve_device(args.device)
@@ -636,52 +655,51 @@ def train(args: Args) -> dict:
         batch_size = args.batch_size or num_agents * args.horizon
         args = dataclasses.replace(args, batch_size=batch_size)
         segments = batch_size // args.horizon
-        num_updates = args.total_timesteps // batch_size
+        num_updates = args.total_timesteps // batch_size  # whole updates; said below when it rounds
+        end_step = num_updates * batch_size
         obs_dim, num_actions = vecenv.single_observation_space.shape[0], int(vecenv.single_action_space.n)
         policy = (build_policy(ckpt, "--resume", args.hidden_size, device) if ckpt
                   else Policy(obs_dim, num_actions, args.hidden_size).to(device))
         optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5)
         global_step, start_update, run_name = 0, 1, make_run_name(args.env_id, args.exp_name, args.seed)
-        # Linear annealing from an anchor (step, lr) to 0 at the total. A resumed run re-anchors at its saved
-        # step and LR: the same schedule if the total is unchanged, a gentler slope if the budget grew.
-        lr_anchor = (0, args.learning_rate)
+        lr_anchor = {"step": 0, "lr": args.learning_rate}  # see annealed_lr
         if ckpt:
             optimizer.load_state_dict(ckpt["optimizer"])
             torch.set_rng_state(ckpt["torch_rng_state"])
             global_step, start_update, run_name = ckpt["global_step"], ckpt["update"] + 1, ckpt["run_name"]
-            lr_anchor = (global_step, ckpt["next_learning_rate"])
-
-        def learning_rate(step: int) -> float:
-            if not args.anneal_lr:
-                return args.learning_rate
-            return lr_anchor[1] * (args.total_timesteps - step) / (args.total_timesteps - lr_anchor[0])
+            lr_anchor = ckpt["lr_anchor"]
+            saved_end = (saved.total_timesteps // batch_size) * batch_size
+            if end_step != saved_end and ckpt["update"] > 0:  # a new budget: on from the last update's rate
+                last_lr = annealed_lr(lr_anchor["lr"], lr_anchor["step"], global_step - batch_size, saved_end)
+                lr_anchor = {"step": global_step, "lr": last_lr}
 
         run_dir = os.path.join("runs", run_name)
         writer = make_writer(run_dir, args)
         checkpoint_path = os.path.join(run_dir, f"{args.exp_name}.pt")
         experience = Experience(segments, args.horizon, num_agents, obs_dim, device)
         stats = EpisodeStats(num_agents)
-        trained = (num_updates - start_update + 1) * batch_size
         print(f"run {run_name}: {args.env_id}, {num_agents} agents in {args.async_factor} group(s), {args.backend}; "
-              f"updates {start_update}..{num_updates} of {batch_size:,} agent steps ({segments} rows x {args.horizon})"
-              + (f"; training {trained:,} steps (--total-timesteps rounded down to whole updates)"
-                 if args.total_timesteps % batch_size else "") + "; tensorboard --logdir runs", flush=True)
+              f"updates {start_update}..{num_updates} of {batch_size:,} agent steps ({segments} rows x {args.horizon}); "
+              "tensorboard --logdir runs", flush=True)
+        if end_step != args.total_timesteps:
+            print(f"training to step {end_step:,}: {num_updates:,} updates of {batch_size:,} agent steps "
+                  f"(--total-timesteps {args.total_timesteps:,} rounded down to whole updates)", flush=True)
 
         def save(update: int) -> None:
             # The games themselves are not saved: a resumed run starts fresh ones.
             save_checkpoint(checkpoint_path, {
                 "model": policy.state_dict(), "optimizer": optimizer.state_dict(), "global_step": global_step,
                 "update": update, "args": dataclasses.asdict(args), "run_name": run_name, "obs_dim": obs_dim,
-                "num_actions": num_actions, "next_learning_rate": learning_rate(global_step),
-                "torch_rng_state": torch.get_rng_state()})
+                "num_actions": num_actions, "lr_anchor": lr_anchor, "torch_rng_state": torch.get_rng_state()})
 
         vecenv.async_reset(args.seed + 1_000_000 * (start_update - 1))
         timers = dict(env=0.0, inference=0.0, learn=0.0)
-        completed, recent, episode_means = start_update - 1, {}, {}
+        completed, recent, episode_means, interrupted = start_update - 1, {}, {}, False
         progress = Progress(args.total_timesteps, start_step=global_step)
         try:
             for update in range(start_update, num_updates + 1):
-                lr = learning_rate(global_step)
+                lr = (annealed_lr(lr_anchor["lr"], lr_anchor["step"], global_step, end_step) if args.anneal_lr
+                      else args.learning_rate)
                 optimizer.param_groups[0]["lr"] = lr
                 infos = rollout(vecenv, policy, experience, stats, args.gamma, args.reward_clamp, device, timers)
                 global_step += batch_size
@@ -749,11 +767,7 @@ def train(args: Args) -> dict:
                 completed = update
         except KeyboardInterrupt:
             # A half-done update is dropped: the checkpoint's step count is whole updates.
-            print("interrupted: saving, then closing the envs", flush=True)
-            global_step = completed * batch_size
-            save(completed)
-            writer.close()
-            raise
+            interrupted, global_step = True, completed * batch_size
         except WorkerError:
             global_step = completed * batch_size
             save(completed)  # the network is intact: keep what was learned
@@ -764,10 +778,14 @@ def train(args: Args) -> dict:
     finally:
         vecenv.close()
     sps = (global_step - progress.start_step) / max(sum(timers.values()), 1e-9)
-    print(f"done: step {global_step:,}, SPS {sps:,.0f}, "
-          + (f"return {episode_means['return']:.2f}, length {episode_means['length']:.1f}" if episode_means
-             else "no finished episodes") + f"; saved {checkpoint_path}")
-    return {"global_step": global_step, "update": completed, "sps": sps, "run_dir": run_dir,
+    if interrupted:
+        print(f"interrupted at step {global_step:,}: saved {checkpoint_path}, envs closed; "
+              f"continue with --resume {checkpoint_path}", flush=True)
+    else:
+        print(f"done: step {global_step:,}, SPS {sps:,.0f}, "
+              + (f"return {episode_means['return']:.2f}, length {episode_means['length']:.1f}" if episode_means
+                 else "no finished episodes") + f"; saved {checkpoint_path}")
+    return {"global_step": global_step, "update": completed, "sps": sps, "run_dir": run_dir, "interrupted": interrupted,
             "checkpoint": checkpoint_path, "episode_stats": episode_means, "tetris_stats": recent, "timers": timers,
             "policy": policy, "args": args}
 
@@ -779,13 +797,13 @@ def main(argv=None) -> None:
             validate_args(with_env_defaults(args))
             torch.set_num_threads(args.torch_threads)
             evaluate_checkpoint(args, resolve_device(args.device))
-        else:
-            train(args)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        raise SystemExit(130) from None
+        elif train(args)["interrupted"]:  # train() saved, closed the envs and said so
+            raise SystemExit(EXIT_INTERRUPTED)
     except (ValueError, FloatingPointError, WorkerError) as e:
         raise SystemExit(f"error: {e}") from None
+    except KeyboardInterrupt:  # while starting up or evaluating: there is nothing to save
+        print("\ninterrupted: nothing to save", flush=True)
+        raise SystemExit(EXIT_INTERRUPTED) from None
 
 
 if __name__ == "__main__":
