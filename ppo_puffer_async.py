@@ -131,7 +131,7 @@ ENV_DEFAULTS = {
                    num_minibatches=8, update_epochs=2, learning_rate=1e-3, gamma=0.99, gae_lambda=0.95,
                    clip_coef=0.2, vf_clip_coef=0.2, vf_coef=0.5, ent_coef=0.03, prio_alpha=0.0, hidden_size=256,
                    eval_greedy=False),
-    "mpe-spread": dict(total_timesteps=8_000_000, num_envs=128, async_factor=2, backend="Multiprocessing",
+    "mpe-spread": dict(total_timesteps=7_500_000, num_envs=128, async_factor=2, backend="Multiprocessing",
                        num_workers=2, num_minibatches=8, update_epochs=1, learning_rate=1e-3, gamma=0.977,
                        gae_lambda=0.916, clip_coef=0.1, vf_clip_coef=0.1, vf_coef=0.44, ent_coef=0.01,
                        prio_alpha=0.0, hidden_size=128, eval_greedy=False),
@@ -341,6 +341,12 @@ class EpisodeStats:
         return returns, lengths
 
 
+def merge_infos(infos: list) -> dict:
+    """Tetris reports means over the games ended since its last report and their count n: weight by n."""
+    total = sum(info["n"] for info in infos)
+    return {key: sum(info[key] * info["n"] for info in infos) / total for key in infos[0] if key != "n"}
+
+
 def rollout(vecenv, policy: Policy, experience: Experience, stats: EpisodeStats, gamma: float,
             reward_clamp: Optional[float], device: torch.device, timers: dict) -> list:
     """recv(group) -> policy -> store -> send until every row of `experience` is full. Returns env infos.
@@ -542,15 +548,14 @@ def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device: torch
             vecenv.send(actions.cpu().numpy().astype(np.int32))
     finally:
         vecenv.close()
-    result = {"return": first_return, "length": first_length}
-    if infos:
-        total = sum(info["n"] for info in infos)
-        result.update({k: np.array([sum(i[k] * i["n"] for i in infos) / total]) for k in infos[0] if k != "n"})
-    return result
+    return {"return": first_return, "length": first_length,
+            **{key: np.array([value]) for key, value in (merge_infos(infos) if infos else {}).items()}}
 
 
 def watch_tetris(policy: Policy, args: Args, seed: int, device: torch.device) -> None:
-    """One Tetris game drawn in the terminal, up to and including the game-over position."""
+    """One Tetris game drawn in the terminal, its last position included. The env starts the next game in
+    the step that ends one, so that position is drawn from the final observation ('#' locked, '@' the
+    last piece, the one that no longer fit after a game over)."""
     from common.tetris import Tetris
     game = Tetris(num_envs=1, seed=seed, max_ticks=args.max_ticks, log_interval=1)
     game.reset(seed=seed)
@@ -562,8 +567,12 @@ def watch_tetris(policy: Policy, args: Args, seed: int, device: torch.device) ->
             action = logits.argmax(-1) if args.eval_greedy else sample_actions(logits)[0]
         _, _, terminated, truncated, infos = game.step(action.cpu().numpy().astype(np.int32))
         if terminated[0] or truncated[0]:
-            print(f"game over: return {infos[0]['ep_return']:.2f}, {infos[0]['ep_length']:.0f} steps, "
-                  f"{infos[0]['lines_deleted']:.0f} lines, score {infos[0]['score']:.0f}")
+            cells = game.final_observations[0, :game.n_rows * game.n_cols].reshape(game.n_rows, game.n_cols)
+            grid = np.where(cells == 1.0, "#", np.where(cells > 0.0, "@", "."))
+            end = "game over" if terminated[0] else f"truncated at --max-ticks {args.max_ticks}"
+            print("\033[H\033[2J" + "\n".join([f"|{''.join(row)}|" for row in grid] + ["+" + "-" * game.n_cols + "+"])
+                  + f"\n{end}: {infos[0]['ep_length']:.0f} steps, score {infos[0]['score']:.0f}, "
+                  f"lines {infos[0]['lines_deleted']:.0f}, return {infos[0]['ep_return']:.2f}", flush=True)
             return
 
 
@@ -750,9 +759,8 @@ def train(args: Args) -> dict:
                     episode_means = {"return": float(np.mean(returns_)), "length": float(np.mean(lengths))}
                     scalars["charts/episodic_return"] = episode_means["return"]
                     scalars["charts/episodic_length"] = episode_means["length"]
-                if infos:  # Tetris: means over the games ended since the last report, weighted by their count
-                    total = sum(info["n"] for info in infos)
-                    recent = {k: sum(i[k] * i["n"] for i in infos) / total for k in infos[0] if k != "n"}
+                if infos:  # Tetris's own stats
+                    recent = merge_infos(infos)
                     scalars.update({f"tetris/{key}": value for key, value in recent.items()})
                 if args.eval_freq and update % args.eval_freq == 0:
                     result = evaluate(policy, args, args.eval_episodes, args.seed + 10_000 + update, device)

@@ -456,3 +456,19 @@ def test_a_killed_worker_ends_the_run_with_a_message(tmp_path):
     assert not alive
     (run,) = os.listdir(tmp_path / "runs")
     assert os.path.exists(tmp_path / "runs" / run / "ppo_puffer_async.pt")
+
+
+def test_eval_checkpoint_and_render_draw_the_last_position(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    result = train(Args(total_timesteps=128, **TINY_TETRIS))
+    capsys.readouterr()
+    ppo_puffer_async.main(["--eval-checkpoint", result["checkpoint"], "--eval-episodes", "3"])
+    out = capsys.readouterr().out
+    assert "3 episodes (sampled actions)" in out and "return" in out and "lines_deleted" in out
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
+    ppo_puffer_async.main(["--eval-checkpoint", result["checkpoint"], "--render"])
+    frames = capsys.readouterr().out.split("\033[H\033[2J")
+    # the game's last frame: the final position, bordered, and how the game ended (10-tick limit here)
+    last = frames[-1].splitlines()
+    assert len(last) == 20 + 2 and last[20] == "+" + "-" * 10 + "+"
+    assert last[21].startswith(("game over: ", "truncated at --max-ticks 10: "))
