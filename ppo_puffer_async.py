@@ -127,9 +127,9 @@ class Args:
 #   the policy gradient in the shared encoder (greedy eval after 60k steps, seeds 1-5: 444-500 with 0.1;
 #   seed 1 at 260 with 0.5). 100k steps: 5 of 5 seeds at 500 by 80k.
 ENV_DEFAULTS = {
-    "tetris": dict(total_timesteps=40_000_000, num_envs=512, async_factor=1, backend="Serial", num_workers=1,
+    "tetris": dict(total_timesteps=60_000_000, num_envs=512, async_factor=1, backend="Serial", num_workers=1,
                    num_minibatches=8, update_epochs=2, learning_rate=1e-3, gamma=0.99, gae_lambda=0.95,
-                   clip_coef=0.2, vf_clip_coef=0.2, vf_coef=0.5, ent_coef=0.03, prio_alpha=0.0, hidden_size=256,
+                   clip_coef=0.2, vf_clip_coef=0.2, vf_coef=0.5, ent_coef=0.03, prio_alpha=0.0, hidden_size=128,
                    eval_greedy=False),
     "mpe-spread": dict(total_timesteps=7_500_000, num_envs=128, async_factor=2, backend="Multiprocessing",
                        num_workers=2, num_minibatches=8, update_epochs=1, learning_rate=1e-3, gamma=0.977,

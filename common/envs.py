@@ -83,19 +83,24 @@ def make_gym_vector_env(env_id: str, num_envs: int) -> SameStepVectorEnv:
     Only flat Box observations and Discrete actions are accepted (what the MLP scripts support)."""
     if num_envs < 1:
         raise ValueError(f"--num-envs must be at least 1 (got {num_envs})")
-    try:
-        gym.spec(env_id)
-    except gym.error.Error as e:
-        raise ValueError(f"--env-id {env_id!r} is not a registered Gymnasium env ({e})") from None
+    check_gym_env(env_id, "is not a registered Gymnasium env")
     # The passive env checker re-validates every step's output; it is a debugging aid that costs ~20%
     # of CartPole's stepping time, so we leave it to gymnasium's check_env.
+    return SameStepVectorEnv([lambda: gym.make(env_id, disable_env_checker=True) for _ in range(num_envs)])
+
+
+def check_gym_env(env_id: str, unknown: str) -> None:
+    """A registered id that builds, with a flat Box observation and Discrete actions; else a one-line error."""
+    try:
+        gym.spec(env_id)
+    except gym.error.Error:
+        raise ValueError(f"--env-id {env_id!r} {unknown}") from None
     try:
         probe = gym.make(env_id, disable_env_checker=True)
     except gym.error.Error as e:  # e.g. DependencyNotInstalled for Box2D or MuJoCo envs
         raise ValueError(f"--env-id {env_id}: {e}") from None
     require_box_obs_discrete_actions(probe.observation_space, probe.action_space, env_id)
     probe.close()
-    return SameStepVectorEnv([lambda: gym.make(env_id, disable_env_checker=True) for _ in range(num_envs)])
 
 
 def require_box_obs_discrete_actions(observation_space, action_space, env_id: str) -> None:
@@ -207,17 +212,7 @@ def make_puffer_vecenv(env_id: str, backend: str, num_envs: int, num_workers: in
             raise ValueError("--env-id mpe-spread needs the mpe2 package: pip install mpe2==1.1.1") from None
         creators, args, kwargs, autoreset = [_mpe_spread_env] * num_envs, [[]] * num_envs, [{}] * num_envs, "next_step"
     else:
-        try:
-            gym.spec(env_id)
-        except gym.error.Error:
-            raise ValueError(f"--env-id {env_id!r} is unknown: use tetris, mpe-spread or a registered Gymnasium "
-                             "id such as CartPole-v1") from None
-        try:
-            probe = gym.make(env_id, disable_env_checker=True)
-        except gym.error.Error as e:  # e.g. DependencyNotInstalled for Box2D or MuJoCo envs
-            raise ValueError(f"--env-id {env_id}: {e}") from None
-        require_box_obs_discrete_actions(probe.observation_space, probe.action_space, env_id)
-        probe.close()
+        check_gym_env(env_id, "is unknown: use tetris, mpe-spread or a registered Gymnasium id such as CartPole-v1")
         creators, args, kwargs, autoreset = [_gymnasium_env] * num_envs, [[env_id]] * num_envs, [{}] * num_envs, "next_step"
     vecenv = vector.make(creators, args, kwargs, backend=backend, num_envs=len(creators),
                          num_workers=num_workers, num_groups=async_factor, seed=seed)
