@@ -17,11 +17,14 @@ What it gets right that PufferLib 3.0's `PuffeRL` does not (read from pufferl.py
     carry no loss;
   * rows are tracked per agent id, whatever order and layout the groups come back in;
   * importance weights are normalized and beta reaches exactly 1 at the last update;
-  * the worker backend (common/vector.py) sleeps instead of spinning, and a dead worker ends the run.
+  * the worker backend (common/vector.py) sleeps instead of spinning, and a dead worker ends the run;
+  * --lstm: each row is replayed from the state the rollout stored for it, reset where the rollout reset
+    it (PufferLib zeroes it per row and never resets it at episode ends).
 
     python ppo_puffer_async.py                                   # Tetris
     python ppo_puffer_async.py --env-id mpe-spread               # 3 agents per env, async workers
     python ppo_puffer_async.py --env-id CartPole-v1
+    python ppo_puffer_async.py --env-id cartpole-novel           # velocities hidden: --lstm on by default
     python ppo_puffer_async.py --eval-checkpoint runs/<run>/ppo_puffer_async.pt
 """
 
@@ -65,8 +68,8 @@ class Args:
     """Serial: envs step in this process; Multiprocessing: --num-workers sleeping worker processes (default per env)"""
     num_workers: Optional[int] = None
     """worker processes with --backend Multiprocessing (default per env)"""
-    horizon: int = 64
-    """steps per buffer row (a segment); rows are the unit of minibatches"""
+    horizon: Optional[int] = None
+    """steps per buffer row (a segment); rows are the unit of minibatches and of LSTM sequences (default per env)"""
     batch_size: Optional[int] = None
     """agent steps per update = segments x horizon; segments must be a multiple of the agents (default: one row per agent)"""
     num_minibatches: Optional[int] = None
@@ -99,6 +102,16 @@ class Args:
     """clamp rewards to [-x, x] for learning (PufferLib always clamps to 1; we never do unless asked)"""
     hidden_size: Optional[int] = None
     """width of the two hidden layers of the encoder (default per env)"""
+    lstm: Optional[bool] = None
+    """an LSTM between the encoder and the heads (default per env: on for the memory envs)"""
+    lstm_hidden_size: int = 64
+    """width of the LSTM's state"""
+    burn_in: int = 0
+    """with --lstm: the first K steps of each row only advance the state (no gradient, no loss)"""
+    tbptt: Optional[int] = None
+    """with --lstm: detach the state every L steps of a row (truncated BPTT; default: --horizon, no detach)"""
+    advantage: Literal["gae", "lambda-return"] = "gae"
+    """GAE, or seed 003's recursive lambda-return R_t = r_t + gamma((1 - lambda)V(s_t+1) + lambda R_t+1), A = R - V"""
     max_ticks: int = 10_000
     """Tetris: a game is truncated (and bootstrapped) after this many steps"""
     eval_freq: int = 0
@@ -120,25 +133,35 @@ class Args:
 
 
 # Where one size cannot fit. Measured on the 2-core development machine (see README):
-#   tetris: the network is ~95% of the time, so envs step in-process, synchronously;
+#   tetris: the network, not the env (6% of the time in a profile), is the cost, so envs step in-process;
 #   mpe-spread: the env is the bottleneck (~70 us per env step), so 2 sleeping workers step one group
 #   each while the learner runs the policy on the other;
 #   Gymnasium ids (CartPole): small and fast; vf_coef 0.1 because CartPole's values (~100) otherwise swamp
 #   the policy gradient in the shared encoder (greedy eval after 60k steps, seeds 1-5: 444-500 with 0.1;
 #   seed 1 at 260 with 0.5). 100k steps: 5 of 5 seeds at 500 by 80k.
 ENV_DEFAULTS = {
-    "tetris": dict(total_timesteps=60_000_000, num_envs=512, async_factor=1, backend="Serial", num_workers=1,
+    "tetris": dict(horizon=64, total_timesteps=60_000_000, num_envs=512, async_factor=1, backend="Serial", num_workers=1,
                    num_minibatches=8, update_epochs=2, learning_rate=1e-3, gamma=0.99, gae_lambda=0.95,
                    clip_coef=0.2, vf_clip_coef=0.2, vf_coef=0.5, ent_coef=0.03, prio_alpha=0.0, hidden_size=128,
-                   eval_greedy=False),
-    "mpe-spread": dict(total_timesteps=7_500_000, num_envs=128, async_factor=2, backend="Multiprocessing",
+                   eval_greedy=False, lstm=False),
+    "mpe-spread": dict(horizon=64, total_timesteps=7_500_000, num_envs=128, async_factor=2, backend="Multiprocessing",
                        num_workers=2, num_minibatches=8, update_epochs=1, learning_rate=1e-3, gamma=0.977,
                        gae_lambda=0.916, clip_coef=0.1, vf_clip_coef=0.1, vf_coef=0.44, ent_coef=0.01,
-                       prio_alpha=0.0, hidden_size=128, eval_greedy=False),
-    "gymnasium": dict(total_timesteps=100_000, num_envs=8, async_factor=1, backend="Serial", num_workers=1,
+                       prio_alpha=0.0, hidden_size=128, eval_greedy=False, lstm=False),
+    "gymnasium": dict(horizon=64, total_timesteps=100_000, num_envs=8, async_factor=1, backend="Serial", num_workers=1,
                       num_minibatches=4, update_epochs=4, learning_rate=2.5e-3, gamma=0.99, gae_lambda=0.95,
                       clip_coef=0.2, vf_clip_coef=10.0, vf_coef=0.1, ent_coef=0.0, prio_alpha=0.0, hidden_size=64,
-                      eval_greedy=True),
+                      eval_greedy=True, lstm=False),
+    # Memory envs: the LSTM on by default; short rows (episodes are tens to hundreds of steps).
+    "cartpole-novel": dict(horizon=32, total_timesteps=100_000, num_envs=8, async_factor=1, backend="Serial",
+                           num_workers=1, num_minibatches=1, update_epochs=10, learning_rate=1e-3, gamma=0.98,
+                           gae_lambda=0.8, clip_coef=0.2, vf_clip_coef=10.0, vf_coef=0.1, ent_coef=0.0,
+                           prio_alpha=0.0, hidden_size=64, eval_greedy=True, lstm=True),
+    "repeat-previous-easy": dict(horizon=32, total_timesteps=1_000_000, num_envs=32, async_factor=1,
+                                 backend="Serial", num_workers=1, num_minibatches=4, update_epochs=4,
+                                 learning_rate=1e-3, gamma=0.99, gae_lambda=0.95, clip_coef=0.2, vf_clip_coef=10.0,
+                                 vf_coef=0.5, ent_coef=0.01, prio_alpha=0.0, hidden_size=64, eval_greedy=True,
+                                 lstm=True),
 }
 
 
@@ -164,6 +187,13 @@ def validate_args(args: Args, num_agents: Optional[int] = None) -> None:
                         ("--vf-clip-coef", args.vf_clip_coef), ("--render-fps", args.render_fps)]:
         if value <= 0:
             raise ValueError(f"{flag} must be positive (got {value})")
+    if args.lstm and not 0 <= args.burn_in < args.horizon:
+        raise ValueError(f"--burn-in {args.burn_in} must be in [0, --horizon {args.horizon}): the rest of each row "
+                         "is what trains")
+    if args.tbptt is not None and args.tbptt < 1:
+        raise ValueError(f"--tbptt must be at least 1 (got {args.tbptt})")
+    if (args.burn_in or args.tbptt) and not args.lstm:
+        raise ValueError("--burn-in and --tbptt apply to the LSTM: add --lstm")
     if not 0 <= args.prio_beta0 <= 1:
         raise ValueError(f"--prio-beta0 must be in [0, 1] (got {args.prio_beta0})")
     if args.prio_alpha < 0:
@@ -206,25 +236,55 @@ def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.
 
 
 class Policy(nn.Module):
-    """Encoder MLP (2 hidden layers) shared by a policy head and a value head.
+    """Encoder MLP (2 hidden layers), optionally an LSTM, then a policy head and a value head.
 
-    It takes observations with any leading shape: (agents, obs) in the rollout, (rows, horizon, obs) in the
-    update, so a row of `horizon` steps is the unit from the start (a recurrent core slots in between).
+    `step` acts for a batch of agents (one observation each, with their recurrent state); `unroll` replays
+    rows of `horizon` steps from each row's stored initial state, resetting the state where the rollout
+    did, so the update sees exactly what the rollout saw. Without an LSTM both are the same MLP.
     """
 
-    def __init__(self, obs_dim: int, num_actions: int, hidden_size: int):
+    def __init__(self, obs_dim: int, num_actions: int, hidden_size: int, lstm_hidden_size: int = 0):
         super().__init__()
         self.encoder = nn.Sequential(
             layer_init(nn.Linear(obs_dim, hidden_size)), nn.ReLU(),
             layer_init(nn.Linear(hidden_size, hidden_size)), nn.ReLU(),
         )
+        self.lstm = nn.LSTMCell(hidden_size, lstm_hidden_size) if lstm_hidden_size else None
+        head_size = lstm_hidden_size or hidden_size
         # Small policy-head init keeps the first policy near uniform; value head at unit scale.
-        self.actor = layer_init(nn.Linear(hidden_size, num_actions), std=0.01)
-        self.critic = layer_init(nn.Linear(hidden_size, 1), std=1.0)
+        self.actor = layer_init(nn.Linear(head_size, num_actions), std=0.01)
+        self.critic = layer_init(nn.Linear(head_size, 1), std=1.0)
 
-    def forward(self, obs: torch.Tensor):
-        """(logits, value) with the observations' leading shape."""
+    def initial_state(self, n: int, device: torch.device):
+        return None if self.lstm is None else tuple(torch.zeros(n, self.lstm.hidden_size, device=device)
+                                                    for _ in range(2))
+
+    def step(self, obs: torch.Tensor, state=None):
+        """(logits, value, next state) for one observation per agent."""
         hidden = self.encoder(obs)
+        if self.lstm is not None:
+            state = self.lstm(hidden, state)
+            hidden = state[0]
+        return self.actor(hidden), self.critic(hidden).squeeze(-1), state
+
+    def unroll(self, obs: torch.Tensor, state=None, starts=None, burn_in: int = 0, tbptt: int = 0):
+        """(logits, values) for rows (rows, horizon, obs) from their initial `state`. `starts[:, t]` marks
+        the steps before which the rollout reset the state (an episode began); the first `burn_in` steps only
+        advance the state, without gradient; the state is detached every `tbptt` steps."""
+        hidden = self.encoder(obs)
+        if self.lstm is not None:
+            h, c = state
+            outputs = []
+            for t in range(obs.shape[1]):
+                if t > 0:  # the stored initial state is already reset where row t = 0 began an episode
+                    keep = (~starts[:, t]).unsqueeze(-1).to(h.dtype)
+                    h, c = h * keep, c * keep
+                    if tbptt and t % tbptt == 0:
+                        h, c = h.detach(), c.detach()
+                with torch.set_grad_enabled(torch.is_grad_enabled() and t >= burn_in):
+                    h, c = self.lstm(hidden[:, t], (h, c))
+                outputs.append(h)
+            hidden = torch.stack(outputs, 1)
         return self.actor(hidden), self.critic(hidden).squeeze(-1)
 
 
@@ -252,21 +312,29 @@ class Experience:
     playing without storing, and the rollout ends when every row is full. `next_row[s]` links a row to
     the same agent's following row (-1: the rollout ended first) and `next_value[s]` is V of the
     observation after the row's last step, so no step lacks its bootstrap.
+    With an LSTM (`state_size` > 0) it also keeps each agent's current (h, c), each row's initial (h, c),
+    and `starts[s, t]`: the rollout reset the state before step t (an episode began there).
     """
 
-    def __init__(self, segments: int, horizon: int, num_agents: int, obs_dim: int, device: torch.device):
+    def __init__(self, segments: int, horizon: int, num_agents: int, obs_dim: int, device: torch.device,
+                 state_size: int = 0):
         self.segments, self.horizon, self.num_agents = segments, horizon, num_agents
         shape = (segments, horizon)
         self.obs = torch.zeros(shape + (obs_dim,), device=device)
         self.actions = torch.zeros(shape, dtype=torch.long, device=device)
-        self.logprobs, self.values, self.rewards = (torch.zeros(shape, device=device) for _ in range(3))
-        self.terminals, self.truncations = torch.zeros(shape, device=device), torch.zeros(shape, device=device)
+        self.logprobs, self.values, self.rewards, self.terminals, self.truncations = (
+            torch.zeros(shape, device=device) for _ in range(5))
         self.masks = torch.zeros(shape, dtype=torch.bool, device=device)
         self.next_value = torch.zeros(segments, device=device)
         self.next_row = torch.full((segments,), -1, dtype=torch.long, device=device)
         self.row = np.zeros(num_agents, dtype=np.int64)        # -1: no free row left this rollout
         self.pos = np.zeros(num_agents, dtype=np.int64)
         self.pending = np.zeros(num_agents, dtype=bool)         # a stored step awaits its reward
+        if state_size:  # carried across rollouts, like the episodes themselves
+            self.state = tuple(torch.zeros(num_agents, state_size, device=device) for _ in range(2))
+            self.initial_state = tuple(torch.zeros(segments, state_size, device=device) for _ in range(2))
+            self.starts = torch.zeros(shape, dtype=torch.bool, device=device)
+            self.episode_start = np.zeros(num_agents, dtype=bool)  # next-step reset: the next obs begins one
         self.reset()
 
     def reset(self) -> None:
@@ -294,21 +362,26 @@ class Experience:
             n = len(filled)
             self.next_value[rows[done_t]] = next_values[done_t]
             new_rows = self.free_row + np.arange(n)
-            new_rows[new_rows >= self.segments] = -1
-            has_next = torch.as_tensor(new_rows >= 0)
-            self.next_row[rows[done_t][has_next]] = torch.as_tensor(new_rows[new_rows >= 0])
+            new_rows[new_rows >= self.segments] = -1  # none left: play on without storing
+            self.next_row[rows[done_t]] = torch.as_tensor(new_rows, device=self.next_row.device)
             self.row[filled], self.pos[filled] = new_rows, 0
             self.free_row += n
             self.full_rows += n
         self.pending[agents] = False
 
-    def store_steps(self, agents, obs, actions, logprobs, values, masks) -> None:
+    def store_steps(self, agents, obs, actions, logprobs, values, masks, starts=None, state=None) -> None:
+        """Stores the steps the policy just took; with an LSTM, `state` is the (h, c) each step started from."""
         rows, pos = torch.as_tensor(self.row[agents]), torch.as_tensor(self.pos[agents])
         self.obs[rows, pos] = obs
         self.actions[rows, pos] = actions
         self.logprobs[rows, pos] = logprobs
         self.values[rows, pos] = values
         self.masks[rows, pos] = masks
+        if state is not None:
+            self.starts[rows, pos] = starts
+            first = pos == 0  # a row starts here: it is replayed from this state
+            for stored, now in zip(self.initial_state, state):
+                stored[rows[first]] = now[first]
         self.pending[agents] = True
 
 
@@ -369,11 +442,23 @@ def rollout(vecenv, policy: Policy, experience: Experience, stats: EpisodeStats,
         start = time.perf_counter()
         infos.extend(step_infos)
         agents = np.asarray(agents)
+        dones = terminals | truncations
         with torch.inference_mode():
             obs_t = torch.as_tensor(obs, device=device)
-            logits, values = policy(obs_t)
+            carried = state = starting = None
+            if policy.lstm is not None:
+                # Each agent's state after its last step, zeroed where this observation begins an episode:
+                # with same-step reset that is after any end; with next-step reset, after the end last time.
+                agents_t = torch.as_tensor(agents, device=device)
+                carried = tuple(x[agents_t] for x in experience.state)
+                starting = torch.as_tensor(experience.episode_start[agents] if next_step_reset else dones, device=device)
+                state = tuple(x * (~starting).unsqueeze(-1) for x in carried)
+            logits, values, next_state = policy.step(obs_t, state)
             actions, logprobs = sample_actions(logits)
-        dones = terminals | truncations
+            if policy.lstm is not None:
+                for stored, new in zip(experience.state, next_state):
+                    stored[agents_t] = new
+                experience.episode_start[agents] = dones
         stats.update(agents, rewards, dones)
 
         pending = experience.pending[agents]
@@ -385,26 +470,29 @@ def rollout(vecenv, policy: Policy, experience: Experience, stats: EpisodeStats,
             if truncated.any():
                 if next_step_reset:  # this recv's observation is the final one: its value is already here
                     final_values = values[torch.as_tensor(pending)][torch.as_tensor(truncated)]
-                else:
+                else:  # from the final observation, with the memory of the episode it ended
                     final_obs = vecenv.final_observations[agents[pending][truncated]]
+                    ended = torch.as_tensor(np.flatnonzero(pending)[truncated])
                     with torch.inference_mode():
-                        final_values = policy(torch.as_tensor(final_obs, device=device))[1]
+                        final_values = policy.step(torch.as_tensor(final_obs, device=device),
+                                                   carried and tuple(x[ended] for x in carried))[1]
                 rewards_t[torch.as_tensor(truncated)] += gamma * final_values
             experience.finish_steps(agents[pending], rewards_t,
                                     torch.as_tensor(terminals[pending], device=device, dtype=torch.float32),
                                     torch.as_tensor(truncations[pending], device=device, dtype=torch.float32),
                                     values[torch.as_tensor(pending)])
 
-        # The observation that ends an emulated episode is its last, not a state to act in.
-        real = masks & ~dones if next_step_reset else masks.copy()
-        stats.acting[agents] = real
+        # The observation that ends an emulated episode is its last, not a state to act in. Absent agents
+        # (mask False) act on nothing either, but their steps are stored, flagged, and carry no loss.
+        stats.acting[agents] = masks & ~dones if next_step_reset else masks
         store = experience.row[agents] >= 0
         if next_step_reset:
-            store &= ~(dones & masks)  # absent agents (mask False) are stored, flagged, and carry no loss
+            store &= ~(dones & masks)
         if store.any():
             store_t = torch.as_tensor(store)
             experience.store_steps(agents[store], obs_t[store_t], actions[store_t], logprobs[store_t],
-                                   values[store_t], torch.as_tensor(masks[store], device=device))
+                                   values[store_t], torch.as_tensor(masks[store], device=device),
+                                   starting[store_t] if state else None, state and tuple(x[store_t] for x in state))
         actions_np = actions.cpu().numpy().astype(np.int32)
         timers["inference"] += time.perf_counter() - start
 
@@ -451,6 +539,34 @@ def compute_gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor
             first = updated
         advantages = advantages + decays * torch.where(linked, first[successor], 0.0)[:, None]
     return advantages, advantages + values
+
+
+def compute_lambda_returns(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor,
+                           next_value: torch.Tensor, gamma: float, gae_lambda: float,
+                           next_row: Optional[torch.Tensor] = None):
+    """Seed 003's TD(lambda) returns, by their own recursion (Daley & Amato 2019, eq. 3), on the same
+    (segments, horizon) layout: R_t = r_t + gamma * (1 - done_t) * ((1 - lambda) V(s_t+1) + lambda R_t+1),
+    with R beyond a row's end = next_value (or, with `next_row`, the successor row's return). A = R - V.
+    For a state-value critic this is GAE written another way: the advantages agree (a test checks it).
+    Returns (advantages, returns)."""
+    segments, horizon = rewards.shape
+    returns = torch.zeros_like(rewards)
+    linked, successor = (next_row >= 0, next_row.clamp(min=0)) if next_row is not None else (None, None)
+    beyond = next_value.clone()  # R just past each row's end; chains resolve one link per pass
+    while True:
+        next_return, next_values = beyond, next_value
+        for t in reversed(range(horizon)):
+            nonterminal = 1.0 - dones[:, t]
+            returns[:, t] = rewards[:, t] + gamma * nonterminal * ((1 - gae_lambda) * next_values
+                                                                  + gae_lambda * next_return)
+            next_return, next_values = returns[:, t], values[:, t]
+        if linked is None:
+            break
+        updated = torch.where(linked, returns[:, 0][successor], next_value)
+        if torch.equal(updated, beyond):
+            break
+        beyond = updated
+    return returns - values, returns
 
 
 # ----- prioritized minibatches -----
@@ -530,6 +646,7 @@ def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device: torch
     vecenv = make_puffer_vecenv(args.env_id, "Serial", episodes, 1, 1, seed, max_ticks=args.max_ticks, log_interval=1)
     stats, infos = EpisodeStats(vecenv.num_agents), []
     first_return, first_length = np.full(vecenv.num_agents, np.nan), np.zeros(vecenv.num_agents)
+    state, episode_start = policy.initial_state(vecenv.num_agents, device), np.zeros(vecenv.num_agents, dtype=bool)
     try:
         vecenv.async_reset(seed)
         while np.isnan(first_return).any():
@@ -542,14 +659,20 @@ def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device: torch
                 if np.isnan(first_return[agent]):
                     first_return[agent], first_length[agent] = ret, length
             stats.acting[agents] = masks & ~dones if vecenv.autoreset == "next_step" else masks
-            with torch.inference_mode():
-                logits, _ = policy(torch.as_tensor(obs, device=device))
+            with torch.inference_mode():  # the LSTM state carried through each episode, reset as in training
+                if state is not None:
+                    starting = episode_start[agents] if vecenv.autoreset == "next_step" else dones
+                    keep = torch.as_tensor(~starting, device=device).unsqueeze(-1)
+                    state = tuple(x * keep for x in state)
+                    episode_start[agents] = dones
+                logits, _, state = policy.step(torch.as_tensor(obs, device=device), state)
                 actions = logits.argmax(-1) if args.eval_greedy else sample_actions(logits)[0]
             vecenv.send(actions.cpu().numpy().astype(np.int32))
     finally:
         vecenv.close()
+    tetris = merge_infos(infos) if infos else {}
     return {"return": first_return, "length": first_length,
-            **{key: np.array([value]) for key, value in (merge_infos(infos) if infos else {}).items()}}
+            **{key: np.array([tetris[key]]) for key in ("lines_deleted", "score") if key in tetris}}
 
 
 def watch_tetris(policy: Policy, args: Args, seed: int, device: torch.device) -> None:
@@ -559,11 +682,12 @@ def watch_tetris(policy: Policy, args: Args, seed: int, device: torch.device) ->
     from common.tetris import Tetris
     game = Tetris(num_envs=1, seed=seed, max_ticks=args.max_ticks, log_interval=1)
     game.reset(seed=seed)
+    state = policy.initial_state(1, device)
     while True:
         print("\033[H\033[2J" + game.render(), flush=True)  # home + clear screen
         time.sleep(1.0 / args.render_fps)
         with torch.inference_mode():
-            logits, _ = policy(torch.as_tensor(game.observations, device=device))
+            logits, _, state = policy.step(torch.as_tensor(game.observations, device=device), state)
             action = logits.argmax(-1) if args.eval_greedy else sample_actions(logits)[0]
         _, _, terminated, truncated, infos = game.step(action.cpu().numpy().astype(np.int32))
         if terminated[0] or truncated[0]:
@@ -594,8 +718,9 @@ def load(path: str, flag: str) -> dict:
         raise ValueError(f"{flag}: {e}; pass a runs/<run>/ppo_puffer_async.pt that this script saved") from None
 
 
-def build_policy(ckpt: dict, flag: str, hidden_size: int, device: torch.device) -> Policy:
-    policy = Policy(ckpt["obs_dim"], ckpt["num_actions"], hidden_size).to(device)
+def build_policy(ckpt: dict, flag: str, args: Args, device: torch.device) -> Policy:
+    policy = Policy(ckpt["obs_dim"], ckpt["num_actions"], args.hidden_size,
+                    args.lstm_hidden_size if args.lstm else 0).to(device)
     try:
         policy.load_state_dict(ckpt["model"])
     except RuntimeError as e:
@@ -607,9 +732,10 @@ def evaluate_checkpoint(args: Args, device: torch.device) -> dict:
     ckpt = load(args.eval_checkpoint, "--eval-checkpoint")
     saved = with_env_defaults(Args(**ckpt["args"]))
     args = dataclasses.replace(saved, eval_episodes=args.eval_episodes, render=args.render,
-                               render_fps=args.render_fps, eval_greedy=args.eval_greedy)
+                               render_fps=args.render_fps, eval_greedy=args.eval_greedy,
+                               eval_checkpoint=args.eval_checkpoint)
     args = with_env_defaults(args)
-    policy = build_policy(ckpt, "--eval-checkpoint", args.hidden_size, device)
+    policy = build_policy(ckpt, "--eval-checkpoint", args, device)
     if args.render:
         watch_tetris(policy, args, args.seed + 10_000, device)
         return {}
@@ -667,8 +793,8 @@ def train(args: Args) -> dict:
         num_updates = args.total_timesteps // batch_size  # whole updates; said below when it rounds
         end_step = num_updates * batch_size
         obs_dim, num_actions = vecenv.single_observation_space.shape[0], int(vecenv.single_action_space.n)
-        policy = (build_policy(ckpt, "--resume", args.hidden_size, device) if ckpt
-                  else Policy(obs_dim, num_actions, args.hidden_size).to(device))
+        policy = (build_policy(ckpt, "--resume", args, device) if ckpt
+                  else Policy(obs_dim, num_actions, args.hidden_size, args.lstm_hidden_size if args.lstm else 0).to(device))
         optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5)
         global_step, start_update, run_name = 0, 1, make_run_name(args.env_id, args.exp_name, args.seed)
         lr_anchor = {"step": 0, "lr": args.learning_rate}  # see annealed_lr
@@ -685,7 +811,8 @@ def train(args: Args) -> dict:
         run_dir = os.path.join("runs", run_name)
         writer = make_writer(run_dir, args)
         checkpoint_path = os.path.join(run_dir, f"{args.exp_name}.pt")
-        experience = Experience(segments, args.horizon, num_agents, obs_dim, device)
+        experience = Experience(segments, args.horizon, num_agents, obs_dim, device,
+                                state_size=args.lstm_hidden_size if args.lstm else 0)
         stats = EpisodeStats(num_agents)
         print(f"run {run_name}: {args.env_id}, {num_agents} agents in {args.async_factor} group(s), {args.backend}; "
               f"updates {start_update}..{num_updates} of {batch_size:,} agent steps ({segments} rows x {args.horizon}); "
@@ -716,15 +843,21 @@ def train(args: Args) -> dict:
                 start = time.perf_counter()
                 masks = experience.masks.float()
                 dones = torch.maximum(experience.terminals, experience.truncations)
-                advantages, returns = compute_gae(experience.rewards, experience.values, dones, experience.next_value,
-                                                  args.gamma, args.gae_lambda, experience.next_row)
+                estimate = compute_gae if args.advantage == "gae" else compute_lambda_returns
+                advantages, returns = estimate(experience.rewards, experience.values, dones, experience.next_value,
+                                               args.gamma, args.gae_lambda, experience.next_row)
                 beta = prio_beta(args.prio_beta0, update, num_updates)
+                initial_state, starts = ((experience.initial_state, experience.starts) if args.lstm else (None, None))
                 for epoch in range(args.update_epochs):
                     for rows, weights in sample_minibatches(advantages, masks, args.num_minibatches,
                                                             args.prio_alpha, beta):
-                        logits, new_values = policy(experience.obs[rows])
+                        logits, new_values = policy.unroll(
+                            experience.obs[rows], initial_state and tuple(x[rows] for x in initial_state),
+                            None if starts is None else starts[rows], args.burn_in, args.tbptt or 0)
                         new_logprobs, entropy = logprob_and_entropy(logits, experience.actions[rows])
                         mb_masks = masks[rows]
+                        if args.burn_in:  # burn-in steps only warm the state up
+                            mb_masks[:, :args.burn_in] = 0.0
                         loss, pg_loss, v_loss, entropy_mean, approx_kl, clipfrac = ppo_loss(
                             new_logprobs, experience.logprobs[rows], normalize_advantages(advantages[rows], mb_masks),
                             new_values, experience.values[rows], returns[rows], entropy, mb_masks, weights,

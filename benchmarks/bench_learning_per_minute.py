@@ -57,6 +57,12 @@ def read(workdir, marks):
     steps = [(e.wall_time - t0, e.step) for e in sps]
     for mark in marks:
         result[("steps", mark)] = max([s for t, s in steps if t <= mark * 60], default=0)
+    # A run that finished its budget before the last mark: its last minute, and when it ended.
+    end = steps[-1][0]
+    for tag in TAGS:
+        if tag in tags:
+            result[(tag, "end")] = float(np.mean([e.value for e in events.Scalars(tag) if e.wall_time - t0 > end - 60]))
+    result[("steps", "end")], result["end_minute"] = steps[-1][1], end / 60
     return result
 
 
@@ -94,11 +100,11 @@ def main():
     for tag, name in (("charts/episodic_return", "return"), ("tetris/lines_deleted", "lines"), ("steps", "steps")):
         if not any((tag, opts.marks[0]) in r for *_, r in results):
             continue
-        print(f"\n{name} at minute " + ", ".join(f"{m:g}" for m in opts.marks))
+        print(f"\n{name} at minute " + ", ".join(f"{m:g}" for m in opts.marks) + ", and at the run's end")
         for command, cpu, workdir, r in results:
             cells = [f"{r.get((tag, m), float('nan')):,.0f}" if tag == "steps" else f"{r.get((tag, m), float('nan')):.2f}"
-                     for m in opts.marks]
-            print(f"| {command} (cores {cpu}) | " + " | ".join(cells) + " |")
+                     for m in (*opts.marks, "end")]
+            print(f"| {command} (cores {cpu}) | " + " | ".join(cells) + f" (minute {r['end_minute']:.1f}) |")
     for command, cpu, workdir, r in results:
         print(f"log and runs of '{command}': {workdir}")
 

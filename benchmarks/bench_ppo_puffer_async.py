@@ -7,7 +7,8 @@ Part "rollout": the script's own `rollout()` (recv -> policy -> store -> send, t
 untrained) filling the same buffer, for the synchronous in-process loop (--async-factor 1 --backend
 Serial) and the worker backends; agent steps per second, and the ratio to the Serial loop, in one run.
 Part "train": whole runs of `train()` (rollout + update), training SPS, in one run: mpe-spread async
-(its default) vs the Serial loop; Tetris at ppo_tetris.py's batch and minibatch sizes vs ppo_tetris.py.
+(its default) vs the Serial loop; Tetris at ppo_tetris.py's batch and minibatch sizes and its 256-wide
+network (our default is 128 wide) vs ppo_tetris.py.
 Each row runs `--repeats` times interleaved and reports the median, since the machine is noisy.
 """
 
@@ -37,7 +38,9 @@ NUM_ENVS = {"tetris": 1024, "mpe-spread": 64}
 
 
 def rollout_sps(env_id, backend, async_factor, num_workers, seconds):
-    args = ppo_puffer_async.with_env_defaults(ppo_puffer_async.Args(env_id=env_id))
+    # Tetris with ppo_tetris.py's 256-wide network, so the rows compare with its figures
+    args = ppo_puffer_async.with_env_defaults(ppo_puffer_async.Args(
+        env_id=env_id, hidden_size=256 if env_id == "tetris" else None))
     vecenv = make_puffer_vecenv(env_id, backend, NUM_ENVS[env_id], num_workers, async_factor, seed=1)
     try:
         obs_dim, num_actions = vecenv.single_observation_space.shape[0], int(vecenv.single_action_space.n)
@@ -110,8 +113,9 @@ def main():
             batch = 512 * 64
             rows += [("tetris, ppo_tetris.py (512 x 64, 8 mb, 2 epochs)", "ppo_tetris",
                       dict(total_timesteps=opts.train_updates * batch, checkpoint_freq=0)),
-                     ("tetris, ours, same sizes (default flags)", "ours",
-                      dict(env_id="tetris", total_timesteps=opts.train_updates * batch, checkpoint_freq=0))]
+                     ("tetris, ours, same sizes and network", "ours",
+                      dict(env_id="tetris", hidden_size=256, total_timesteps=opts.train_updates * batch,
+                           checkpoint_freq=0))]
         sps = median_rows(rows, train_sps, opts.repeats)
         print(f"\nwhole-run training SPS, {opts.train_updates} updates, median of {opts.repeats}:")
         print(f"| {'run':<50} | training SPS |")

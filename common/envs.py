@@ -6,6 +6,7 @@ gymnasium's AutoresetMode.SAME_STEP does): the observation returned with `termin
 already the next episode's first one, and the true last observation is in `info["final_obs"]`,
 which a learner needs to bootstrap `V(final_obs)` on time-limit truncation."""
 
+import functools
 import multiprocessing
 
 import gymnasium as gym
@@ -159,16 +160,35 @@ def make_tetris_vecenv(backend: str, num_envs: int, num_workers: int, seed: int,
 
 # ----- ppo_puffer_async.py: every env kind behind one PufferLib-style vector env -----
 
-PUFFER_ENV_IDS = ("tetris", "mpe-spread", "<any Gymnasium id>")
 
 
-def _gymnasium_env(env_id, buf=None, seed=0, **make_kwargs):
-    """One Gymnasium env through pufferlib.emulation. Emulation resets on the NEXT send: the step
-    that ends an episode returns the true final observation, the step after it the reset observation
-    with reward 0, which is no transition at all (the learner must skip it)."""
-    return pufferlib.emulation.GymnasiumPufferEnv(
-        env_creator=gym.make, env_args=[env_id], env_kwargs=dict(disable_env_checker=True, **make_kwargs),
-        buf=buf, seed=seed)
+def _gymnasium_env(make_env, buf=None, seed=0):
+    """One Gymnasium env (built by `make_env()`) through pufferlib.emulation. Emulation resets on the NEXT
+    send: the step that ends an episode returns the true final observation, the step after it the reset
+    observation with reward 0, which is no transition at all (the learner must skip it)."""
+    return pufferlib.emulation.GymnasiumPufferEnv(env_creator=make_env, buf=buf, seed=seed)
+
+
+def make_cartpole_novel() -> gym.Env:
+    """CartPole-v1 observing only cart position and pole angle, the velocities hidden: the standard memory
+    test (sb3-contrib's CartPoleNoVel). A memoryless policy cannot tell which way the pole is moving."""
+    env = gym.make("CartPole-v1", disable_env_checker=True)
+    keep = [0, 2]
+    space = gym.spaces.Box(env.observation_space.low[keep], env.observation_space.high[keep], dtype=np.float32)
+    return gym.wrappers.TransformObservation(env, lambda obs: obs[keep], space)
+
+
+def make_repeat_previous_easy() -> gym.Env:
+    """POPGym's RepeatPreviousEasy with the card as a one-hot: output the card seen 4 steps ago (a
+    memoryless policy scores about -0.5, the maximum is 1.0)."""
+    from popgym.envs.repeat_previous import RepeatPreviousEasy
+    env = RepeatPreviousEasy()
+    one_hot = np.eye(env.observation_space.n, dtype=np.float32)
+    space = gym.spaces.Box(0.0, 1.0, (env.observation_space.n,), np.float32)
+    return gym.wrappers.TransformObservation(env, lambda obs: one_hot[obs], space)
+
+
+MEMORY_ENVS = {"cartpole-novel": make_cartpole_novel, "repeat-previous-easy": make_repeat_previous_easy}
 
 
 def _mpe_spread_env(buf=None, seed=0):
@@ -211,9 +231,13 @@ def make_puffer_vecenv(env_id: str, backend: str, num_envs: int, num_workers: in
         except ImportError:
             raise ValueError("--env-id mpe-spread needs the mpe2 package: pip install mpe2==1.1.1") from None
         creators, args, kwargs, autoreset = [_mpe_spread_env] * num_envs, [[]] * num_envs, [{}] * num_envs, "next_step"
+    elif env_id in MEMORY_ENVS:
+        creators, args, kwargs, autoreset = [_gymnasium_env] * num_envs, [[MEMORY_ENVS[env_id]]] * num_envs, [{}] * num_envs, "next_step"
     else:
-        check_gym_env(env_id, "is unknown: use tetris, mpe-spread or a registered Gymnasium id such as CartPole-v1")
-        creators, args, kwargs, autoreset = [_gymnasium_env] * num_envs, [[env_id]] * num_envs, [{}] * num_envs, "next_step"
+        check_gym_env(env_id, "is unknown: use tetris, mpe-spread, cartpole-novel, repeat-previous-easy or a "
+                              "registered Gymnasium id such as CartPole-v1")
+        make_env = functools.partial(gym.make, env_id, disable_env_checker=True)
+        creators, args, kwargs, autoreset = [_gymnasium_env] * num_envs, [[make_env]] * num_envs, [{}] * num_envs, "next_step"
     vecenv = vector.make(creators, args, kwargs, backend=backend, num_envs=len(creators),
                          num_workers=num_workers, num_groups=async_factor, seed=seed)
     vecenv.autoreset = autoreset

@@ -33,14 +33,16 @@ def scalars(run_dir):
 
 
 class ObsValuePolicy(nn.Module):
-    """Uniform policy whose value is a fixed linear function of the observation: V(o) = o . w."""
+    """A memoryless policy with fixed logits whose value is a fixed linear function of the observation."""
 
-    def __init__(self, num_actions, weights):
+    lstm = None
+
+    def __init__(self, logits, weights):
         super().__init__()
-        self.num_actions, self.w = num_actions, torch.as_tensor(weights, dtype=torch.float32)
+        self.logits, self.w = torch.as_tensor(logits), torch.as_tensor(weights, dtype=torch.float32)
 
-    def forward(self, obs):
-        return torch.zeros(obs.shape[:-1] + (self.num_actions,)), obs @ self.w
+    def step(self, obs, state=None):
+        return self.logits.expand(obs.shape[0], len(self.logits)), obs @ self.w, None
 
 
 # ----- the buffer against a scripted vecenv -----
@@ -121,7 +123,7 @@ def test_rows_hold_consecutive_steps_of_one_agent_whatever_the_group_order():
     env = ScriptedVecEnv()
     horizon, segments, gamma = 5, 12, 0.9
     experience = Experience(segments, horizon, env.num_agents, 3, CPU)
-    policy = ObsValuePolicy(2, [0.0, 0.5, 0.0])  # V(o) = 0.5 * step in episode
+    policy = ObsValuePolicy([0.0, 0.0], [0.0, 0.5, 0.0])  # uniform; V(o) = 0.5 * step in episode
     fills = []
     finish = experience.finish_steps
     experience.finish_steps = lambda *a: (finish(*a), fills.append((env.recvs, experience.full_rows)))
@@ -280,8 +282,7 @@ def test_emulated_time_limit_bootstraps_the_final_observation_and_stores_no_rese
                         registration.EnvSpec("CartPole5-v1", entry_point="gymnasium.envs.classic_control:CartPoleEnv",
                                              max_episode_steps=5))
     vecenv = make_puffer_vecenv("CartPole5-v1", "Serial", 2, 1, 1, seed=3)
-    policy = ObsValuePolicy(2, [0.0, 10.0, 0.0, 0.0])
-    policy.forward = lambda obs: (torch.tensor([100.0, 0.0]).expand(obs.shape[0], 2), obs @ policy.w)
+    policy = ObsValuePolicy([100.0, 0.0], [0.0, 10.0, 0.0, 0.0])  # always action 0
     experience = Experience(2, 12, 2, 4, CPU)
     try:
         vecenv.async_reset(3)
@@ -472,3 +473,92 @@ def test_eval_checkpoint_and_render_draw_the_last_position(tmp_path, monkeypatch
     last = frames[-1].splitlines()
     assert len(last) == 20 + 2 and last[20] == "+" + "-" * 10 + "+"
     assert last[21].startswith(("game over: ", "truncated at --max-ticks 10: "))
+
+
+# ----- recurrent policies (--lstm) -----
+
+def lstm_rollout(env_id, backend="Serial", async_factor=2, **env_kwargs):
+    """A rollout of a fresh LSTM policy on `env_id` with episode ends inside rows; returns (policy, experience)."""
+    torch.manual_seed(0)
+    vecenv = make_puffer_vecenv(env_id, backend, 4, 1, async_factor, seed=5, **env_kwargs)
+    obs_dim, num_actions = vecenv.single_observation_space.shape[0], int(vecenv.single_action_space.n)
+    policy = ppo_puffer_async.Policy(obs_dim, num_actions, 32, lstm_hidden_size=16)
+    experience = Experience(2 * vecenv.num_agents, 12, vecenv.num_agents, obs_dim, CPU, state_size=16)
+    try:
+        vecenv.async_reset(5)
+        for _ in range(2):  # the second rollout starts from states carried over
+            rollout(vecenv, policy, experience, EpisodeStats(vecenv.num_agents), 0.99, None, CPU,
+                    dict(env=0.0, inference=0.0))
+    finally:
+        vecenv.close()
+    return policy, experience
+
+
+@pytest.mark.parametrize("env_id,env_kwargs", [("tetris", dict(max_ticks=7)), ("cartpole-novel", {})])
+@pytest.mark.parametrize("burn_in", [0, 5])
+def test_lstm_update_replays_exactly_what_the_rollout_saw(env_id, env_kwargs, burn_in):
+    # Tetris ends games by truncation every 7 steps (same-step reset); CartPole-novel ends them by falling
+    # (next-step reset, emulated). Either way each row starts from its stored state and resets where the
+    # rollout did, so before any gradient step the update's logprobs and values are the rollout's.
+    policy, experience = lstm_rollout(env_id, **env_kwargs)
+    assert experience.starts[:, 1:].any(), "no episode began inside a row: the test would prove nothing"
+    with torch.no_grad():
+        logits, values = policy.unroll(experience.obs, experience.initial_state, experience.starts, burn_in=burn_in)
+        logprobs, _ = ppo_puffer_async.logprob_and_entropy(logits, experience.actions)
+    torch.testing.assert_close(values, experience.values, atol=1e-5, rtol=0)
+    torch.testing.assert_close(logprobs, experience.logprobs, atol=1e-5, rtol=0)
+    # PufferLib's way (every row from a zero state, no resets) does not reproduce them
+    with torch.no_grad():
+        _, zero_values = policy.unroll(experience.obs, policy.initial_state(experience.segments, CPU),
+                                       torch.zeros_like(experience.starts))
+    assert not torch.allclose(zero_values, experience.values, atol=1e-3)
+
+
+def test_lstm_outputs_after_an_episode_start_ignore_everything_before_it():
+    torch.manual_seed(0)
+    policy = ppo_puffer_async.Policy(3, 2, 8, lstm_hidden_size=4)
+    obs = torch.randn(2, 10, 3)
+    starts = torch.zeros(2, 10, dtype=torch.bool)
+    starts[:, 6] = True
+    state = policy.initial_state(2, CPU)
+    changed_obs, changed_state = obs.clone(), tuple(torch.randn(2, 4) for _ in range(2))
+    changed_obs[:, :6] = torch.randn(2, 6, 3)
+    with torch.no_grad():
+        logits, values = policy.unroll(obs, state, starts)
+        changed_logits, changed_values = policy.unroll(changed_obs, changed_state, starts)
+    torch.testing.assert_close(values[:, 6:], changed_values[:, 6:])
+    torch.testing.assert_close(logits[:, 6:], changed_logits[:, 6:])
+    assert not torch.allclose(values[:, :6], changed_values[:, :6])
+
+
+def gradient_reach(burn_in=0, tbptt=0, loss_step=9):
+    """Which steps' observations get gradient from the value at `loss_step` (a hand-checkable graph)."""
+    torch.manual_seed(0)
+    policy = ppo_puffer_async.Policy(3, 2, 8, lstm_hidden_size=4)
+    obs = torch.randn(1, 10, 3, requires_grad=True)
+    _, values = policy.unroll(obs, policy.initial_state(1, CPU), torch.zeros(1, 10, dtype=torch.bool),
+                              burn_in=burn_in, tbptt=tbptt)
+    values[0, loss_step].backward()
+    return [bool(g) for g in (obs.grad[0].abs().sum(-1) > 0)]
+
+
+def test_burn_in_steps_get_no_gradient_and_tbptt_detaches_where_it_says():
+    assert gradient_reach() == [True] * 10  # full backprop through the row
+    assert gradient_reach(burn_in=3) == [False] * 3 + [True] * 7
+    assert gradient_reach(tbptt=4) == [False] * 8 + [True] * 2  # detached before steps 4 and 8
+    assert gradient_reach(tbptt=4, loss_step=7) == [False] * 4 + [True] * 4 + [False] * 2
+
+
+def test_lambda_returns_agree_with_gae_for_a_state_value_critic():
+    rng = torch.Generator().manual_seed(0)
+    rewards, values = torch.randn(6, 9, generator=rng), torch.randn(6, 9, generator=rng)
+    dones = (torch.rand(6, 9, generator=rng) < 0.15).float()
+    next_value = torch.randn(6, generator=rng)
+    next_row = torch.tensor([3, -1, 4, -1, 5, -1])  # chains 0 -> 3, 2 -> 4 -> 5
+    for links in (None, next_row):
+        if links is not None:  # as in the buffer: a linked row's next value is its successor's first value
+            next_value = torch.where(links >= 0, values[links.clamp(min=0), 0], next_value)
+        gae, gae_returns = compute_gae(rewards, values, dones, next_value, 0.97, 0.9, links)
+        lam, lam_returns = ppo_puffer_async.compute_lambda_returns(rewards, values, dones, next_value, 0.97, 0.9, links)
+        torch.testing.assert_close(lam, gae, atol=1e-5, rtol=0)
+        torch.testing.assert_close(lam_returns, gae_returns, atol=1e-5, rtol=0)
