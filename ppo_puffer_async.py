@@ -98,6 +98,9 @@ class Args:
     """prioritized rows: P(row) ~ (sum of |advantage| over the row) ** alpha; 0 = uniform without replacement (default per env)"""
     prio_beta0: float = 0.2
     """importance-weight exponent at the start, annealed linearly to exactly 1 at the last update"""
+    reward_scale: Optional[float] = None
+    """multiply rewards by this for learning (returns are logged unscaled); an LSTM's bounded output needs
+    values near unit scale (default per env)"""
     reward_clamp: Optional[float] = None
     """clamp rewards to [-x, x] for learning (PufferLib always clamps to 1; we never do unless asked)"""
     hidden_size: Optional[int] = None
@@ -143,25 +146,27 @@ ENV_DEFAULTS = {
     "tetris": dict(horizon=64, total_timesteps=60_000_000, num_envs=512, async_factor=1, backend="Serial", num_workers=1,
                    num_minibatches=8, update_epochs=2, learning_rate=1e-3, gamma=0.99, gae_lambda=0.95,
                    clip_coef=0.2, vf_clip_coef=0.2, vf_coef=0.5, ent_coef=0.03, prio_alpha=0.0, hidden_size=128,
-                   eval_greedy=False, lstm=False),
+                   eval_greedy=False, lstm=False, reward_scale=1.0),
     "mpe-spread": dict(horizon=64, total_timesteps=7_500_000, num_envs=128, async_factor=2, backend="Multiprocessing",
                        num_workers=2, num_minibatches=8, update_epochs=1, learning_rate=1e-3, gamma=0.977,
                        gae_lambda=0.916, clip_coef=0.1, vf_clip_coef=0.1, vf_coef=0.44, ent_coef=0.01,
-                       prio_alpha=0.0, hidden_size=128, eval_greedy=False, lstm=False),
+                       prio_alpha=0.0, hidden_size=128, eval_greedy=False, lstm=False, reward_scale=1.0),
     "gymnasium": dict(horizon=64, total_timesteps=100_000, num_envs=8, async_factor=1, backend="Serial", num_workers=1,
                       num_minibatches=4, update_epochs=4, learning_rate=2.5e-3, gamma=0.99, gae_lambda=0.95,
                       clip_coef=0.2, vf_clip_coef=10.0, vf_coef=0.1, ent_coef=0.0, prio_alpha=0.0, hidden_size=64,
-                      eval_greedy=True, lstm=False),
-    # Memory envs: the LSTM on by default; short rows (episodes are tens to hundreds of steps).
+                      eval_greedy=True, lstm=False, reward_scale=1.0),
+    # Memory envs: the LSTM on by default; short rows. cartpole-novel: RL Zoo's CartPoleNoVel sizes (8 x 32,
+    # gamma 0.98, lambda 0.8) with 10 epochs, and rewards x 0.1, since the LSTM's output is bounded and its
+    # value head could not reach CartPole's returns (~50): without it the LSTM did not even learn CartPole-v1.
     "cartpole-novel": dict(horizon=32, total_timesteps=100_000, num_envs=8, async_factor=1, backend="Serial",
                            num_workers=1, num_minibatches=1, update_epochs=10, learning_rate=1e-3, gamma=0.98,
-                           gae_lambda=0.8, clip_coef=0.2, vf_clip_coef=10.0, vf_coef=0.1, ent_coef=0.0,
-                           prio_alpha=0.0, hidden_size=64, eval_greedy=True, lstm=True),
+                           gae_lambda=0.8, clip_coef=0.2, vf_clip_coef=10.0, vf_coef=0.5, ent_coef=0.0,
+                           prio_alpha=0.0, hidden_size=64, eval_greedy=True, lstm=True, reward_scale=0.1),
     "repeat-previous-easy": dict(horizon=32, total_timesteps=1_000_000, num_envs=32, async_factor=1,
                                  backend="Serial", num_workers=1, num_minibatches=4, update_epochs=4,
                                  learning_rate=1e-3, gamma=0.99, gae_lambda=0.95, clip_coef=0.2, vf_clip_coef=10.0,
                                  vf_coef=0.5, ent_coef=0.01, prio_alpha=0.0, hidden_size=64, eval_greedy=True,
-                                 lstm=True),
+                                 lstm=True, reward_scale=1.0),
 }
 
 
@@ -198,6 +203,8 @@ def validate_args(args: Args, num_agents: Optional[int] = None) -> None:
         raise ValueError(f"--prio-beta0 must be in [0, 1] (got {args.prio_beta0})")
     if args.prio_alpha < 0:
         raise ValueError(f"--prio-alpha must be >= 0 (got {args.prio_alpha})")
+    if args.reward_scale <= 0:
+        raise ValueError(f"--reward-scale must be positive (got {args.reward_scale})")
     if args.reward_clamp is not None and args.reward_clamp <= 0:
         raise ValueError(f"--reward-clamp must be positive (got {args.reward_clamp})")
     if args.checkpoint_freq < 0 or args.eval_freq < 0:
@@ -421,7 +428,7 @@ def merge_infos(infos: list) -> dict:
 
 
 def rollout(vecenv, policy: Policy, experience: Experience, stats: EpisodeStats, gamma: float,
-            reward_clamp: Optional[float], device: torch.device, timers: dict) -> list:
+            reward_scale: float, reward_clamp: Optional[float], device: torch.device, timers: dict) -> list:
     """recv(group) -> policy -> store -> send until every row of `experience` is full. Returns env infos.
 
     Whatever order the groups come back in, each agent's steps go to its own row, in order.
@@ -463,7 +470,7 @@ def rollout(vecenv, policy: Policy, experience: Experience, stats: EpisodeStats,
 
         pending = experience.pending[agents]
         if pending.any():
-            rewards_t = torch.as_tensor(rewards[pending], device=device)
+            rewards_t = torch.as_tensor(rewards[pending], device=device) * reward_scale
             if reward_clamp is not None:
                 rewards_t = rewards_t.clamp(-reward_clamp, reward_clamp)
             truncated = truncations[pending]
@@ -837,7 +844,8 @@ def train(args: Args) -> dict:
                 lr = (annealed_lr(lr_anchor["lr"], lr_anchor["step"], global_step, end_step) if args.anneal_lr
                       else args.learning_rate)
                 optimizer.param_groups[0]["lr"] = lr
-                infos = rollout(vecenv, policy, experience, stats, args.gamma, args.reward_clamp, device, timers)
+                infos = rollout(vecenv, policy, experience, stats, args.gamma, args.reward_scale, args.reward_clamp,
+                                device, timers)
                 global_step += batch_size
 
                 start = time.perf_counter()

@@ -50,10 +50,10 @@ def rollout_sps(env_id, backend, async_factor, num_workers, seconds):
         stats = ppo_puffer_async.EpisodeStats(vecenv.num_agents)
         timers = dict(env=0.0, inference=0.0)
         vecenv.async_reset(1)
-        ppo_puffer_async.rollout(vecenv, policy, experience, stats, 0.99, None, torch.device("cpu"), timers)  # warm-up
+        ppo_puffer_async.rollout(vecenv, policy, experience, stats, 0.99, 1.0, None, torch.device("cpu"), timers)  # warm-up
         steps, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
-            ppo_puffer_async.rollout(vecenv, policy, experience, stats, 0.99, None, torch.device("cpu"), timers)
+            ppo_puffer_async.rollout(vecenv, policy, experience, stats, 0.99, 1.0, None, torch.device("cpu"), timers)
             steps += experience.segments * experience.horizon
         return steps / (time.perf_counter() - start)
     finally:

@@ -130,7 +130,7 @@ def test_rows_hold_consecutive_steps_of_one_agent_whatever_the_group_order():
     env.async_reset()
     timers, saw_absent = dict(env=0.0, inference=0.0), False
     for _ in range(3):  # later rollouts start mid-episode, with groups in flight
-        rollout(env, policy, experience, EpisodeStats(6), gamma, None, CPU, timers)
+        rollout(env, policy, experience, EpisodeStats(6), gamma, 1.0, None, CPU, timers)
         # it ended at exactly the recv that filled the last row, and no row overfilled
         assert fills[-1] == (env.recvs, segments) and all(f < segments for _, f in fills[:-1])
         fills.clear()
@@ -286,7 +286,7 @@ def test_emulated_time_limit_bootstraps_the_final_observation_and_stores_no_rese
     experience = Experience(2, 12, 2, 4, CPU)
     try:
         vecenv.async_reset(3)
-        rollout(vecenv, policy, experience, EpisodeStats(2), 0.99, None, CPU, dict(env=0.0, inference=0.0))
+        rollout(vecenv, policy, experience, EpisodeStats(2), 0.99, 1.0, None, CPU, dict(env=0.0, inference=0.0))
     finally:
         vecenv.close()
     # the same games by hand: env i seeded 3 + i, action 0, reset unseeded after each end
@@ -487,7 +487,7 @@ def lstm_rollout(env_id, backend="Serial", async_factor=2, **env_kwargs):
     try:
         vecenv.async_reset(5)
         for _ in range(2):  # the second rollout starts from states carried over
-            rollout(vecenv, policy, experience, EpisodeStats(vecenv.num_agents), 0.99, None, CPU,
+            rollout(vecenv, policy, experience, EpisodeStats(vecenv.num_agents), 0.99, 1.0, None, CPU,
                     dict(env=0.0, inference=0.0))
     finally:
         vecenv.close()
@@ -562,3 +562,15 @@ def test_lambda_returns_agree_with_gae_for_a_state_value_critic():
         lam, lam_returns = ppo_puffer_async.compute_lambda_returns(rewards, values, dones, next_value, 0.97, 0.9, links)
         torch.testing.assert_close(lam, gae, atol=1e-5, rtol=0)
         torch.testing.assert_close(lam_returns, gae_returns, atol=1e-5, rtol=0)
+
+
+def test_lstm_learns_cartpole_novel_where_the_mlp_cannot(tmp_path, monkeypatch):
+    """CartPole with the velocities hidden, 100k steps at the cartpole-novel defaults, greedy eval of 10
+    episodes. Measured (2026-11-23, seeds 1-3): LSTM 500, 500, 500 (~50 s each); the memoryless MLP stays
+    below 100 with the same flags (seed 1), and scored 41 and 45 (seeds 1-2) in earlier settings."""
+    monkeypatch.chdir(tmp_path)
+    finals = {}
+    for lstm in (True, False):
+        result = train(Args(env_id="cartpole-novel", lstm=lstm, seed=1, checkpoint_freq=0))
+        finals[lstm] = evaluate(result["policy"], result["args"], 10, seed=123, device=CPU)["return"].mean()
+    assert finals[True] >= 475 and finals[False] <= 100, finals
