@@ -24,7 +24,7 @@ What it gets right that PufferLib 3.0's `PuffeRL` does not (read from pufferl.py
     python ppo_puffer_async.py                                   # Tetris
     python ppo_puffer_async.py --env-id mpe-spread               # 3 agents per env, async workers
     python ppo_puffer_async.py --env-id CartPole-v1
-    python ppo_puffer_async.py --env-id cartpole-novel           # velocities hidden: --lstm on by default
+    python ppo_puffer_async.py --env-id cartpole-novel --lstm    # velocities hidden: memory needed
     python ppo_puffer_async.py --eval-checkpoint runs/<run>/ppo_puffer_async.pt
 """
 
@@ -50,8 +50,9 @@ class Args:
     exp_name: str = "ppo_puffer_async"
     """the name of this experiment (part of the run name)"""
     env_id: str = "tetris"
-    """tetris (our native Tetris), mpe-spread (PettingZoo MPE simple_spread, 3 agents per env) or a Gymnasium
-    id with a flat Box observation and Discrete actions (e.g. CartPole-v1)"""
+    """tetris (our native Tetris), mpe-spread (PettingZoo MPE simple_spread, 3 agents per env), the memory envs
+    cartpole-novel and repeat-previous-easy (use --lstm), or a Gymnasium id with a flat Box observation and
+    Discrete actions (e.g. CartPole-v1)"""
     seed: int = 1
     """seed of the experiment (torch, envs)"""
     device: Literal["cpu", "cuda", "auto"] = "cpu"
@@ -105,8 +106,8 @@ class Args:
     """clamp rewards to [-x, x] for learning (PufferLib always clamps to 1; we never do unless asked)"""
     hidden_size: Optional[int] = None
     """width of the two hidden layers of the encoder (default per env)"""
-    lstm: Optional[bool] = None
-    """an LSTM between the encoder and the heads (default per env: on for the memory envs)"""
+    lstm: bool = False
+    """an LSTM between the encoder and the heads (for the memory envs: cartpole-novel, repeat-previous-easy)"""
     lstm_hidden_size: int = 64
     """width of the LSTM's state"""
     burn_in: int = 0
@@ -121,8 +122,9 @@ class Args:
     """evaluate every this many updates during training (0: never)"""
     eval_episodes: int = 10
     """episodes per evaluation (per agent for multi-agent envs)"""
-    eval_greedy: Optional[bool] = None
-    """evaluate with the most likely action instead of sampling (default: greedy for Gymnasium ids)"""
+    eval_actions: Literal["per-env", "greedy", "sampled"] = "per-env"
+    """evaluate with the most likely action or by sampling (per-env: greedy for Gymnasium ids and the memory
+    envs, sampled for tetris and mpe-spread, as in training)"""
     checkpoint_freq: int = 50
     """save runs/<run>/ppo_puffer_async.pt every this many updates (0: only at the end and on Ctrl-C)"""
     resume: Optional[str] = None
@@ -146,27 +148,26 @@ ENV_DEFAULTS = {
     "tetris": dict(horizon=64, total_timesteps=60_000_000, num_envs=512, async_factor=1, backend="Serial", num_workers=1,
                    num_minibatches=8, update_epochs=2, learning_rate=1e-3, gamma=0.99, gae_lambda=0.95,
                    clip_coef=0.2, vf_clip_coef=0.2, vf_coef=0.5, ent_coef=0.03, prio_alpha=0.0, hidden_size=128,
-                   eval_greedy=False, lstm=False, reward_scale=1.0),
+                   greedy_eval=False, reward_scale=1.0),
     "mpe-spread": dict(horizon=64, total_timesteps=7_500_000, num_envs=128, async_factor=2, backend="Multiprocessing",
                        num_workers=2, num_minibatches=8, update_epochs=1, learning_rate=1e-3, gamma=0.977,
                        gae_lambda=0.916, clip_coef=0.1, vf_clip_coef=0.1, vf_coef=0.44, ent_coef=0.01,
-                       prio_alpha=0.0, hidden_size=128, eval_greedy=False, lstm=False, reward_scale=1.0),
+                       prio_alpha=0.0, hidden_size=128, greedy_eval=False, reward_scale=1.0),
     "gymnasium": dict(horizon=64, total_timesteps=100_000, num_envs=8, async_factor=1, backend="Serial", num_workers=1,
                       num_minibatches=4, update_epochs=4, learning_rate=2.5e-3, gamma=0.99, gae_lambda=0.95,
                       clip_coef=0.2, vf_clip_coef=10.0, vf_coef=0.1, ent_coef=0.0, prio_alpha=0.0, hidden_size=64,
-                      eval_greedy=True, lstm=False, reward_scale=1.0),
-    # Memory envs: the LSTM on by default; short rows. cartpole-novel: RL Zoo's CartPoleNoVel sizes (8 x 32,
+                      greedy_eval=True, reward_scale=1.0),
+    # Memory envs (for --lstm): short rows. cartpole-novel: RL Zoo's CartPoleNoVel sizes (8 x 32,
     # gamma 0.98, lambda 0.8) with 10 epochs, and rewards x 0.1, since the LSTM's output is bounded and its
     # value head could not reach CartPole's returns (~50): without it the LSTM did not even learn CartPole-v1.
     "cartpole-novel": dict(horizon=32, total_timesteps=100_000, num_envs=8, async_factor=1, backend="Serial",
                            num_workers=1, num_minibatches=1, update_epochs=10, learning_rate=1e-3, gamma=0.98,
                            gae_lambda=0.8, clip_coef=0.2, vf_clip_coef=10.0, vf_coef=0.5, ent_coef=0.0,
-                           prio_alpha=0.0, hidden_size=64, eval_greedy=True, lstm=True, reward_scale=0.1),
+                           prio_alpha=0.0, hidden_size=64, greedy_eval=True, reward_scale=0.1),
     "repeat-previous-easy": dict(horizon=32, total_timesteps=1_000_000, num_envs=32, async_factor=1,
                                  backend="Serial", num_workers=1, num_minibatches=4, update_epochs=4,
                                  learning_rate=1e-3, gamma=0.99, gae_lambda=0.95, clip_coef=0.2, vf_clip_coef=10.0,
-                                 vf_coef=0.5, ent_coef=0.01, prio_alpha=0.0, hidden_size=64, eval_greedy=True,
-                                 lstm=True, reward_scale=1.0),
+                                 vf_coef=0.5, ent_coef=0.01, prio_alpha=0.0, hidden_size=64, greedy_eval=True, reward_scale=1.0),
 }
 
 
@@ -175,7 +176,11 @@ def with_env_defaults(args: Args) -> Args:
     defaults = dict(ENV_DEFAULTS.get(args.env_id, ENV_DEFAULTS["gymnasium"]))
     if args.backend == "Serial":
         defaults["num_workers"] = 1
-    return dataclasses.replace(args, **{k: v for k, v in defaults.items() if getattr(args, k) is None})
+    greedy = defaults.pop("greedy_eval")
+    if args.eval_actions == "per-env":
+        defaults["eval_actions"] = "greedy" if greedy else "sampled"
+    return dataclasses.replace(args, **{k: v for k, v in defaults.items()
+                                        if k == "eval_actions" or getattr(args, k) is None})
 
 
 def validate_args(args: Args, num_agents: Optional[int] = None) -> None:
@@ -673,7 +678,7 @@ def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device: torch
                     state = tuple(x * keep for x in state)
                     episode_start[agents] = dones
                 logits, _, state = policy.step(torch.as_tensor(obs, device=device), state)
-                actions = logits.argmax(-1) if args.eval_greedy else sample_actions(logits)[0]
+                actions = logits.argmax(-1) if args.eval_actions == "greedy" else sample_actions(logits)[0]
             vecenv.send(actions.cpu().numpy().astype(np.int32))
     finally:
         vecenv.close()
@@ -695,7 +700,7 @@ def watch_tetris(policy: Policy, args: Args, seed: int, device: torch.device) ->
         time.sleep(1.0 / args.render_fps)
         with torch.inference_mode():
             logits, _, state = policy.step(torch.as_tensor(game.observations, device=device), state)
-            action = logits.argmax(-1) if args.eval_greedy else sample_actions(logits)[0]
+            action = logits.argmax(-1) if args.eval_actions == "greedy" else sample_actions(logits)[0]
         _, _, terminated, truncated, infos = game.step(action.cpu().numpy().astype(np.int32))
         if terminated[0] or truncated[0]:
             cells = game.final_observations[0, :game.n_rows * game.n_cols].reshape(game.n_rows, game.n_cols)
@@ -739,7 +744,7 @@ def evaluate_checkpoint(args: Args, device: torch.device) -> dict:
     ckpt = load(args.eval_checkpoint, "--eval-checkpoint")
     saved = with_env_defaults(Args(**ckpt["args"]))
     args = dataclasses.replace(saved, eval_episodes=args.eval_episodes, render=args.render,
-                               render_fps=args.render_fps, eval_greedy=args.eval_greedy,
+                               render_fps=args.render_fps, eval_actions=args.eval_actions,
                                eval_checkpoint=args.eval_checkpoint)
     args = with_env_defaults(args)
     policy = build_policy(ckpt, "--eval-checkpoint", args, device)
@@ -748,7 +753,7 @@ def evaluate_checkpoint(args: Args, device: torch.device) -> dict:
         return {}
     stats = evaluate(policy, args, args.eval_episodes, args.seed + 10_000, device)
     print(f"{args.eval_checkpoint} (step {ckpt['global_step']:,}), {len(stats['return'])} episodes "
-          f"({'greedy' if args.eval_greedy else 'sampled'} actions):")
+          f"({args.eval_actions} actions):")
     for key, values in stats.items():
         print(f"  {key:<14} {values.mean():10.2f}" + (f" +/- {values.std():.2f}" if len(values) > 1 else ""))
     return stats
