@@ -26,16 +26,19 @@ What it gets right that PufferLib 3.0's `PuffeRL` does not (read from pufferl.py
     python ppo_puffer_async.py --env-id CartPole-v1
     python ppo_puffer_async.py --env-id cartpole-novel --lstm    # velocities hidden: memory needed
     python ppo_puffer_async.py --eval-checkpoint runs/<run>/ppo_puffer_async.pt
+    torchrun --standalone --nproc-per-node 2 ppo_puffer_async.py   # data-parallel: 2 ranks, each its own envs
 """
 
 import dataclasses
 import os
+import signal
 import time
 from dataclasses import dataclass
 from typing import Literal, Optional
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 import tyro
 
@@ -60,9 +63,11 @@ class Args:
     torch_threads: int = 1
     """torch CPU threads of the learner; on 2 shared cores one is fastest"""
     total_timesteps: Optional[int] = None
-    """agent steps of training, as PufferLib counts them (default per env; on --resume: the saved total)"""
+    """agent steps of training, as PufferLib counts them, all ranks together (default per env; on --resume: the
+    saved total)"""
     num_envs: Optional[int] = None
-    """envs (Tetris: games; mpe-spread: envs of 3 agents) (default per env)"""
+    """envs per rank (Tetris: games; mpe-spread: envs of 3 agents); under torchrun every rank has this many
+    (default per env)"""
     async_factor: Optional[int] = None
     """K groups of envs: the policy runs on one group while the others step; 1 = synchronous (default per env)"""
     backend: Optional[Literal["Serial", "Multiprocessing"]] = None
@@ -95,6 +100,9 @@ class Args:
     """the entropy-bonus coefficient (default per env)"""
     max_grad_norm: float = 0.5
     """the maximum global gradient norm (clipping)"""
+    target_kl: Optional[float] = None
+    """stop the update's epochs early once approx_kl exceeds this (None: never); under torchrun the ranks'
+    mean decides, so all stop together"""
     prio_alpha: Optional[float] = None
     """prioritized rows: P(row) ~ (sum of |advantage| over the row) ** alpha; 0 = uniform without replacement (default per env)"""
     prio_beta0: float = 0.2
@@ -135,6 +143,8 @@ class Args:
     """with --eval-checkpoint on Tetris: watch one game in the terminal"""
     render_fps: float = 10.0
     """board redraws per second with --render"""
+    dist_backend: Literal["auto", "gloo", "nccl"] = "auto"
+    """torch.distributed backend under torchrun (auto: nccl with --device cuda, gloo on CPU)"""
 
 
 # Where one size cannot fit. Measured on the 2-core development machine (see README):
@@ -206,6 +216,8 @@ def validate_args(args: Args, num_agents: Optional[int] = None) -> None:
         raise ValueError("--burn-in and --tbptt apply to the LSTM: add --lstm")
     if not 0 <= args.prio_beta0 <= 1:
         raise ValueError(f"--prio-beta0 must be in [0, 1] (got {args.prio_beta0})")
+    if args.target_kl is not None and args.target_kl <= 0:
+        raise ValueError(f"--target-kl must be positive (got {args.target_kl}); leave it out to never stop early")
     if args.prio_alpha < 0:
         raise ValueError(f"--prio-alpha must be >= 0 (got {args.prio_alpha})")
     if args.reward_scale <= 0:
@@ -759,6 +771,72 @@ def evaluate_checkpoint(args: Args, device: torch.device) -> dict:
     return stats
 
 
+# ----- data parallel (torchrun) -----
+
+# Rank r's envs are seeded seed + RANK_SEED_OFFSET * r + i: every rank plays its own games (PufferLib's
+# ranks all play the same ones).
+RANK_SEED_OFFSET = 100_000
+
+
+@dataclass
+class World:
+    """This process's place in a torchrun job. A plain `python` run is rank 0 of 1 and never calls
+    torch.distributed."""
+    rank: int = 0
+    size: int = 1
+
+
+def init_world(args: Args, device: torch.device) -> tuple:
+    """(World, device) from torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR, ...)."""
+    size = int(os.environ.get("WORLD_SIZE", "1"))
+    if size == 1:
+        return World(), device
+    if device.type == "cuda":  # one GPU per rank on each node
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(device)
+    backend = args.dist_backend if args.dist_backend != "auto" else ("nccl" if device.type == "cuda" else "gloo")
+    dist.init_process_group(backend)
+    return World(dist.get_rank(), size), device
+
+
+def allreduce_mean(params, extras: torch.Tensor, world: World) -> torch.Tensor:
+    """Averages the gradients of `params` over the ranks in one flat all_reduce (as a2c_cartpole.py keeps one
+    flat buffer; as fast as DDP here, see benchmarks/bench_distributed.py, and DDP cannot see `unroll`), with
+    `extras`, scalars every rank must decide on alike, in the same message. Returns the averaged extras.
+    Every rank then holds the same bits, so the same Adam step keeps the parameters identical."""
+    grads = [p.grad for p in params]
+    flat = torch.cat([g.reshape(-1) for g in grads] + [extras.to(grads[0].dtype)])
+    dist.all_reduce(flat)
+    flat /= world.size
+    for grad, mean in zip(grads, flat[:-len(extras)].split([g.numel() for g in grads])):
+        grad.copy_(mean.view_as(grad))
+    return flat[-len(extras):]
+
+
+def gather(world: World, local):
+    """Every rank's `local` (any picklable), in rank order: episode stats, SPS and stop requests are
+    combined from these before rank 0 logs them. One rank: [local], no copy."""
+    if world.size == 1:
+        return [local]
+    everyone = [None] * world.size
+    dist.all_gather_object(everyone, local)
+    return everyone
+
+
+class StopRequest:
+    """Under torchrun, Ctrl-C (SIGINT to every rank, then torchrun's own SIGINT or SIGTERM) only sets a flag.
+    The ranks agree on it at the end of each update, so all stop after the same update and none is left
+    waiting in a collective; rank 0 saves. (A single process takes KeyboardInterrupt at once instead.)"""
+
+    def __init__(self):
+        self.requested = False
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self.request)
+
+    def request(self, signum, frame) -> None:
+        self.requested = True
+
+
 # ----- training -----
 
 # The exit code of a run stopped by Ctrl-C (128 + SIGINT), so a calling script can tell it from a finished one.
@@ -776,6 +854,8 @@ def annealed_lr(anchor_lr: float, anchor_step: int, step: int, end_step: int) ->
 
 
 def train(args: Args) -> dict:
+    world, device = init_world(args, resolve_device(args.device))
+    main_rank = world.rank == 0  # rank 0 alone prints, logs, evaluates and saves
     ckpt = load(args.resume, "--resume") if args.resume else None
     if ckpt:  # the saved run's flags, so the run continues as it started
         saved = Args(**ckpt["args"])
@@ -783,67 +863,88 @@ def train(args: Args) -> dict:
         # No --total-timesteps: finish the saved run's budget, not the env's default.
         args = dataclasses.replace(saved, total_timesteps=args.total_timesteps if total_given else saved.total_timesteps,
                                    device=args.device, resume=args.resume)
-        if args.total_timesteps // saved.batch_size <= ckpt["update"]:
+        if ckpt.get("world_size", 1) != world.size:  # an update is every rank's batch: it must not change size
+            raise ValueError(f"--resume: that run had {ckpt.get('world_size', 1)} rank(s) and this one has "
+                             f"{world.size}; resume it with torchrun and {ckpt.get('world_size', 1)} ranks in all")
+        update_size = saved.batch_size * world.size
+        if args.total_timesteps // update_size <= ckpt["update"]:
             own = "" if total_given else " (the checkpoint's own: that run is finished)"
             raise ValueError(f"--total-timesteps {args.total_timesteps:,}{own} adds no update to the checkpoint's "
-                             f"{ckpt['global_step']:,} steps (an update is {saved.batch_size:,}); pass "
-                             f"--total-timesteps {(ckpt['update'] + 1) * saved.batch_size:,} or more to train on")
+                             f"{ckpt['global_step']:,} steps (an update is {update_size:,}); pass "
+                             f"--total-timesteps {(ckpt['update'] + 1) * update_size:,} or more to train on")
     args = with_env_defaults(args)
     validate_args(args)
-    device = resolve_device(args.device)
     torch.set_num_threads(args.torch_threads)
-    torch.manual_seed(args.seed)
+    torch.manual_seed(args.seed)  # the same initial weights on every rank (and rank 0's are broadcast below)
 
+    writer = None
     vecenv = make_puffer_vecenv(args.env_id, args.backend, args.num_envs, args.num_workers, args.async_factor,
-                                args.seed, max_ticks=args.max_ticks, log_interval=args.horizon)
+                                args.seed + RANK_SEED_OFFSET * world.rank, max_ticks=args.max_ticks,
+                                log_interval=args.horizon)
     try:
         num_agents = vecenv.num_agents
         validate_args(args, num_agents)
-        batch_size = args.batch_size or num_agents * args.horizon
+        batch_size = args.batch_size or num_agents * args.horizon  # per rank
         args = dataclasses.replace(args, batch_size=batch_size)
         segments = batch_size // args.horizon
-        num_updates = args.total_timesteps // batch_size  # whole updates; said below when it rounds
-        end_step = num_updates * batch_size
+        update_size = batch_size * world.size  # agent steps per update, all ranks together
+        if args.total_timesteps < update_size:
+            raise ValueError(f"--total-timesteps {args.total_timesteps} is less than one update ({world.size} ranks x "
+                             f"{batch_size} agent steps)")
+        num_updates = args.total_timesteps // update_size  # whole updates; said below when it rounds
+        end_step = num_updates * update_size
         obs_dim, num_actions = vecenv.single_observation_space.shape[0], int(vecenv.single_action_space.n)
         policy = (build_policy(ckpt, "--resume", args, device) if ckpt
                   else Policy(obs_dim, num_actions, args.hidden_size, args.lstm_hidden_size if args.lstm else 0).to(device))
         optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5)
         global_step, start_update, run_name = 0, 1, make_run_name(args.env_id, args.exp_name, args.seed)
         lr_anchor = {"step": 0, "lr": args.learning_rate}  # see annealed_lr
-        if ckpt:
+        if ckpt:  # every rank loads the same checkpoint: weights and optimizer state alike
             optimizer.load_state_dict(ckpt["optimizer"])
             torch.set_rng_state(ckpt["torch_rng_state"])
             global_step, start_update, run_name = ckpt["global_step"], ckpt["update"] + 1, ckpt["run_name"]
             lr_anchor = ckpt["lr_anchor"]
-            saved_end = (saved.total_timesteps // batch_size) * batch_size
+            saved_end = (saved.total_timesteps // update_size) * update_size
             if end_step != saved_end and ckpt["update"] > 0:  # a new budget: on from the last update's rate
-                last_lr = annealed_lr(lr_anchor["lr"], lr_anchor["step"], global_step - batch_size, saved_end)
+                last_lr = annealed_lr(lr_anchor["lr"], lr_anchor["step"], global_step - update_size, saved_end)
                 lr_anchor = {"step": global_step, "lr": last_lr}
+        if world.size > 1:
+            for tensor in policy.state_dict().values():  # identical from the start, whatever the devices did
+                dist.broadcast(tensor, src=0)
+            run_name = gather(world, run_name)[0]
+            # Each rank its own actions and minibatch order (rank 0 keeps the stream a plain run has).
+            if not main_rank:
+                torch.manual_seed(args.seed + RANK_SEED_OFFSET * world.rank + start_update)
 
         run_dir = os.path.join("runs", run_name)
-        writer = make_writer(run_dir, args)
+        writer = make_writer(run_dir, args) if main_rank else None
         checkpoint_path = os.path.join(run_dir, f"{args.exp_name}.pt")
         experience = Experience(segments, args.horizon, num_agents, obs_dim, device,
                                 state_size=args.lstm_hidden_size if args.lstm else 0)
         stats = EpisodeStats(num_agents)
-        print(f"run {run_name}: {args.env_id}, {num_agents} agents in {args.async_factor} group(s), {args.backend}; "
-              f"updates {start_update}..{num_updates} of {batch_size:,} agent steps ({segments} rows x {args.horizon}); "
-              "tensorboard --logdir runs", flush=True)
-        if end_step != args.total_timesteps:
-            print(f"training to step {end_step:,}: {num_updates:,} updates of {batch_size:,} agent steps "
+        if main_rank:
+            ranks = f"{world.size} ranks x " if world.size > 1 else ""
+            print(f"run {run_name}: {args.env_id}, {num_agents} agents in {args.async_factor} group(s), {args.backend}"
+                  f"{' per rank' if ranks else ''}; updates {start_update}..{num_updates} of {update_size:,} agent "
+                  f"steps ({ranks}{segments} rows x {args.horizon}); tensorboard --logdir runs", flush=True)
+        if end_step != args.total_timesteps and main_rank:
+            print(f"training to step {end_step:,}: {num_updates:,} updates of {update_size:,} agent steps "
                   f"(--total-timesteps {args.total_timesteps:,} rounded down to whole updates)", flush=True)
 
         def save(update: int) -> None:
             # The games themselves are not saved: a resumed run starts fresh ones.
-            save_checkpoint(checkpoint_path, {
-                "model": policy.state_dict(), "optimizer": optimizer.state_dict(), "global_step": global_step,
-                "update": update, "args": dataclasses.asdict(args), "run_name": run_name, "obs_dim": obs_dim,
-                "num_actions": num_actions, "lr_anchor": lr_anchor, "torch_rng_state": torch.get_rng_state()})
+            if main_rank:
+                save_checkpoint(checkpoint_path, {
+                    "model": policy.state_dict(), "optimizer": optimizer.state_dict(), "global_step": global_step,
+                    "update": update, "args": dataclasses.asdict(args), "run_name": run_name, "obs_dim": obs_dim,
+                    "num_actions": num_actions, "lr_anchor": lr_anchor, "torch_rng_state": torch.get_rng_state(),
+                    "world_size": world.size})
 
-        vecenv.async_reset(args.seed + 1_000_000 * (start_update - 1))
+        vecenv.async_reset(args.seed + RANK_SEED_OFFSET * world.rank + 1_000_000 * (start_update - 1))
         timers = dict(env=0.0, inference=0.0, learn=0.0)
         completed, recent, episode_means, interrupted = start_update - 1, {}, {}, False
         progress = Progress(args.total_timesteps, start_step=global_step)
+        stop = StopRequest() if world.size > 1 else None
         try:
             for update in range(start_update, num_updates + 1):
                 lr = (annealed_lr(lr_anchor["lr"], lr_anchor["step"], global_step, end_step) if args.anneal_lr
@@ -851,7 +952,7 @@ def train(args: Args) -> dict:
                 optimizer.param_groups[0]["lr"] = lr
                 infos = rollout(vecenv, policy, experience, stats, args.gamma, args.reward_scale, args.reward_clamp,
                                 device, timers)
-                global_step += batch_size
+                global_step += update_size
 
                 start = time.perf_counter()
                 masks = experience.masks.float()
@@ -875,22 +976,43 @@ def train(args: Args) -> dict:
                             new_logprobs, experience.logprobs[rows], normalize_advantages(advantages[rows], mb_masks),
                             new_values, experience.values[rows], returns[rows], entropy, mb_masks, weights,
                             args.clip_coef, args.vf_clip_coef, args.vf_coef, args.ent_coef)
-                        if not torch.isfinite(loss):
-                            raise FloatingPointError(
-                                f"loss became {loss.item()} at update {update} (step {global_step:,}); "
-                                "lower --learning-rate or --max-grad-norm")
                         optimizer.zero_grad(set_to_none=True)
                         loss.backward()
+                        # Every rank must take the same branches below, or one waits forever in the next
+                        # collective: they read the non-finite flag and approx_kl averaged with the gradients.
+                        checks = torch.stack([(~torch.isfinite(loss)).float(), approx_kl])
+                        if world.size > 1:
+                            checks = allreduce_mean(policy.parameters(), checks, world)
+                        if checks[0] > 0:
+                            raise FloatingPointError(
+                                f"loss became {loss.item() if not torch.isfinite(loss) else 'non-finite on a rank'} "
+                                f"at update {update} (step {global_step:,}); lower --learning-rate or --max-grad-norm")
+                        approx_kl = checks[1]
                         grad_norm = nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
                         optimizer.step()
+                    if args.target_kl is not None and approx_kl > args.target_kl:
+                        break
                 timers["learn"] += time.perf_counter() - start
 
+                # Episodes, Tetris stats and SPS of every rank; and whether any rank was asked to stop.
+                total_time = sum(timers.values())
+                returns_, lengths = stats.pop()
+                everyone = gather(world, dict(returns=returns_, lengths=lengths, infos=infos, stop=stop and stop.requested,
+                                              sps=(global_step - progress.start_step) / world.size / total_time))
+                if any(rank["stop"] for rank in everyone):
+                    interrupted = True
+                if not main_rank:
+                    completed = update
+                    if interrupted:
+                        break
+                    continue
+                returns_, lengths, infos = ([x for rank in everyone for x in rank[key]]
+                                            for key in ("returns", "lengths", "infos"))
                 valid = experience.masks
                 y, v = returns[valid], experience.values[valid]
                 explained_var = float("nan") if y.var() == 0 else (1 - (y - v).var() / y.var()).item()
-                total_time = sum(timers.values())
                 scalars = {
-                    "charts/learning_rate": lr, "charts/SPS": (global_step - progress.start_step) / total_time,
+                    "charts/learning_rate": lr, "charts/SPS": sum(rank["sps"] for rank in everyone),
                     "losses/policy_loss": pg_loss.item(), "losses/value_loss": v_loss.item(),
                     "losses/entropy": entropy_mean.item(), "losses/approx_kl": approx_kl.item(),
                     "losses/clipfrac": clipfrac.item(), "losses/explained_variance": explained_var,
@@ -900,7 +1022,6 @@ def train(args: Args) -> dict:
                 if vecenv.agents_per_env > 1:
                     scalars["charts/agent_steps"] = global_step
                     scalars["charts/env_steps"] = global_step / vecenv.agents_per_env
-                returns_, lengths = stats.pop()
                 if returns_:
                     episode_means = {"return": float(np.mean(returns_)), "length": float(np.mean(lengths))}
                     scalars["charts/episodic_return"] = episode_means["return"]
@@ -919,23 +1040,36 @@ def train(args: Args) -> dict:
                 progress.update(global_step, update=update, ret=episode_means.get("return"),
                                 len=episode_means.get("length"), lines=recent.get("lines_deleted"))
                 completed = update
+                if interrupted:
+                    global_step = completed * update_size
+                    break
         except KeyboardInterrupt:
             # A half-done update is dropped: the checkpoint's step count is whole updates.
-            interrupted, global_step = True, completed * batch_size
+            interrupted, global_step = True, completed * update_size
         except WorkerError:
-            global_step = completed * batch_size
+            global_step = completed * update_size
             save(completed)  # the network is intact: keep what was learned
-            writer.close()
             raise
+        except RuntimeError as e:  # under torchrun: another rank died (its collective broke), say so, not a trace
+            if world.size == 1:
+                raise
+            global_step = completed * update_size
+            save(completed)
+            raise ConnectionError(f"rank {world.rank} of {world.size}: lost the other ranks in a collective "
+                                  f"({str(e).splitlines()[0][:120]}); torchrun's report names the rank that failed"
+                                  + (f"; saved {checkpoint_path}" if main_rank else "")) from None
         save(completed)
-        writer.close()
     finally:
         vecenv.close()
+        if writer is not None:
+            writer.close()
+        if world.size > 1:
+            dist.destroy_process_group()
     sps = (global_step - progress.start_step) / max(sum(timers.values()), 1e-9)
-    if interrupted:
+    if interrupted and main_rank:
         print(f"interrupted at step {global_step:,}: saved {checkpoint_path}, envs closed; "
               f"continue with --resume {checkpoint_path}", flush=True)
-    else:
+    elif main_rank:
         print(f"done: step {global_step:,}, SPS {sps:,.0f}, "
               + (f"return {episode_means['return']:.2f}, length {episode_means['length']:.1f}" if episode_means
                  else "no finished episodes") + f"; saved {checkpoint_path}")
@@ -953,7 +1087,7 @@ def main(argv=None) -> None:
             evaluate_checkpoint(args, resolve_device(args.device))
         elif train(args)["interrupted"]:  # train() saved, closed the envs and said so
             raise SystemExit(EXIT_INTERRUPTED)
-    except (ValueError, FloatingPointError, WorkerError) as e:
+    except (ValueError, FloatingPointError, WorkerError, ConnectionError) as e:
         raise SystemExit(f"error: {e}") from None
     except KeyboardInterrupt:  # while starting up or evaluating: there is nothing to save
         print("\ninterrupted: nothing to save", flush=True)

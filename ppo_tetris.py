@@ -14,16 +14,19 @@ What this file does that seed 004's PPO did not:
     python ppo_tetris.py --resume runs/<run>/ppo_tetris.pt --total-timesteps 60000000   # extend it
     python ppo_tetris.py --eval-checkpoint runs/<run>/ppo_tetris.pt --eval-episodes 100
     python ppo_tetris.py --eval-checkpoint runs/<run>/ppo_tetris.pt --render   # watch one game
+    torchrun --standalone --nproc-per-node 2 ppo_tetris.py      # data-parallel: 2 ranks, each its own games
 """
 
 import dataclasses
 import os
+import signal
 import time
 from dataclasses import dataclass
 from typing import Literal, Optional
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 import tyro
 from torch.distributions import Categorical
@@ -48,13 +51,13 @@ class Args:
     torch_threads: int = 1
     """torch CPU threads; on 2 shared cores a second thread made the MLP 3x slower, not faster"""
     total_timesteps: Optional[int] = None
-    """total environment steps, rounded down to whole updates. Default (None): 40,000,000, about 19 min (18.6 min
+    """total environment steps (all ranks together under torchrun), rounded down to whole updates. Default (None): 40,000,000, about 19 min (18.6 min
     at 35.8k SPS measured on 2 shared cores); with --resume, the checkpoint's total. A larger total on --resume
     extends the run: the learning rate goes on from the last update's and falls to 0 at the new total"""
     backend: Literal["Serial", "Multiprocessing"] = "Serial"
     """envs stepped in this process, or in --num-workers sleeping worker processes (common/vector.py)"""
     num_envs: int = 512
-    """the number of parallel Tetris games"""
+    """the number of parallel Tetris games (per rank under torchrun: every rank has this many)"""
     num_workers: int = 1
     """Tetris env objects (worker processes with Multiprocessing) sharing --num-envs games"""
     num_steps: int = 64
@@ -86,7 +89,8 @@ class Args:
     max_grad_norm: float = 0.5
     """the maximum global gradient norm (clipping)"""
     target_kl: Optional[float] = None
-    """stop the update's epochs early once approx_kl exceeds this (None: never)"""
+    """stop the update's epochs early once approx_kl exceeds this (None: never); under torchrun the ranks'
+    mean decides, so all stop together"""
     checkpoint_freq: int = 50
     """save runs/<run>/ppo_tetris.pt every this many updates (0: only at the end and on Ctrl-C)"""
     resume: Optional[str] = None
@@ -99,6 +103,8 @@ class Args:
     """with --eval-checkpoint: play one game in the terminal instead"""
     render_fps: float = 10.0
     """board redraws per second with --render"""
+    dist_backend: Literal["auto", "gloo", "nccl"] = "auto"
+    """torch.distributed backend under torchrun (auto: nccl with --device cuda, gloo on CPU)"""
 
 
 DEFAULT_TOTAL_TIMESTEPS = 40_000_000
@@ -160,10 +166,10 @@ class Agent(nn.Module):
 
     def get_action_and_value(self, x: torch.Tensor, action: Optional[torch.Tensor] = None):
         hidden = self.backbone(x)
-        dist = Categorical(logits=self.actor(hidden), validate_args=False)
+        probs = Categorical(logits=self.actor(hidden), validate_args=False)
         if action is None:
-            action = dist.sample()
-        return action, dist.log_prob(action), dist.entropy(), self.critic(hidden).squeeze(-1)
+            action = probs.sample()
+        return action, probs.log_prob(action), probs.entropy(), self.critic(hidden).squeeze(-1)
 
 
 def make_storage(num_steps: int, num_envs: int, obs_dim: int, device: torch.device) -> dict:
@@ -353,7 +359,71 @@ def evaluate_checkpoint(args: Args, device: torch.device) -> dict:
     return stats
 
 
+# Rank r's games are seeded seed + RANK_SEED_OFFSET * r + i, so every rank plays its own games.
+RANK_SEED_OFFSET = 100_000
+
+
+@dataclass
+class World:
+    """This process's place in a torchrun job. A plain `python` run is rank 0 of 1 and never calls
+    torch.distributed."""
+    rank: int = 0
+    size: int = 1
+
+
+def init_world(args: Args, device: torch.device) -> tuple:
+    """(World, device) from torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR, ...)."""
+    size = int(os.environ.get("WORLD_SIZE", "1"))
+    if size == 1:
+        return World(), device
+    if device.type == "cuda":  # one GPU per rank on each node
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(device)
+    backend = args.dist_backend if args.dist_backend != "auto" else ("nccl" if device.type == "cuda" else "gloo")
+    dist.init_process_group(backend)
+    return World(dist.get_rank(), size), device
+
+
+def allreduce_mean(params, extras: torch.Tensor, world: World) -> torch.Tensor:
+    """Averages the gradients of `params` over the ranks in one flat all_reduce (as fast as DDP here, see
+    benchmarks/bench_distributed.py), with `extras`, scalars every rank must decide on alike, in the same
+    message. Returns the averaged extras. Every rank then holds the same bits, so the same Adam step keeps the
+    parameters identical."""
+    grads = [p.grad for p in params]
+    flat = torch.cat([g.reshape(-1) for g in grads] + [extras.to(grads[0].dtype)])
+    dist.all_reduce(flat)
+    flat /= world.size
+    for grad, mean in zip(grads, flat[:-len(extras)].split([g.numel() for g in grads])):
+        grad.copy_(mean.view_as(grad))
+    return flat[-len(extras):]
+
+
+def gather(world: World, local):
+    """Every rank's `local` (any picklable), in rank order. One rank: [local], no copy."""
+    if world.size == 1:
+        return [local]
+    everyone = [None] * world.size
+    dist.all_gather_object(everyone, local)
+    return everyone
+
+
+class StopRequest:
+    """Under torchrun, Ctrl-C (SIGINT to every rank, then torchrun's own SIGINT or SIGTERM) only sets a flag.
+    The ranks agree on it at the end of each update, so all stop after the same update and none is left
+    waiting in a collective; rank 0 saves. (A single process takes KeyboardInterrupt at once instead.)"""
+
+    def __init__(self):
+        self.requested = False
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self.request)
+
+    def request(self, signum, frame) -> None:
+        self.requested = True
+
+
 def train(args: Args) -> dict:
+    world, device = init_world(args, resolve_device(args.device))
+    main_rank = world.rank == 0  # rank 0 alone prints, logs and saves
     ckpt = load(args.resume, "--resume") if args.resume else None
     total_given = args.total_timesteps is not None
     if ckpt:  # the saved run's flags, so the run continues as it started
@@ -364,31 +434,38 @@ def train(args: Args) -> dict:
         validate_args(args)
     elif not total_given:
         args = dataclasses.replace(args, total_timesteps=DEFAULT_TOTAL_TIMESTEPS)
-    batch_size = args.num_envs * args.num_steps
+    batch_size = args.num_envs * args.num_steps  # per rank
     minibatch_size = batch_size // args.num_minibatches
-    num_updates = args.total_timesteps // batch_size  # whole updates, as CleanRL; said below when it rounds
-    end_step = num_updates * batch_size
+    update_size = batch_size * world.size  # steps per update, all ranks together
+    if args.total_timesteps < update_size:
+        raise ValueError(f"--total-timesteps {args.total_timesteps} is less than one update ({world.size} ranks x "
+                         f"{batch_size} steps)")
+    num_updates = args.total_timesteps // update_size  # whole updates, as CleanRL; said below when it rounds
+    end_step = num_updates * update_size
     # The learning rate falls linearly from the anchor to 0 at end_step (see annealed_lr).
     lr_anchor = {"step": 0, "lr": args.learning_rate}
     if ckpt:
+        if ckpt.get("world_size", 1) != world.size:  # an update is every rank's batch: it must not change size
+            raise ValueError(f"--resume: that run had {ckpt.get('world_size', 1)} rank(s) and this one has "
+                             f"{world.size}; resume it with torchrun and {ckpt.get('world_size', 1)} ranks in all")
         if num_updates <= ckpt["update"]:
             own = "" if total_given else " (the checkpoint's own: that run is finished)"
             raise ValueError(f"--total-timesteps {args.total_timesteps:,}{own} adds no update to the checkpoint's "
-                             f"{ckpt['global_step']:,} steps (an update is {batch_size:,}); pass --total-timesteps "
-                             f"{(ckpt['update'] + 1) * batch_size:,} or more to train on")
+                             f"{ckpt['global_step']:,} steps (an update is {update_size:,}); pass --total-timesteps "
+                             f"{(ckpt['update'] + 1) * update_size:,} or more to train on")
         lr_anchor = ckpt.get("lr_anchor", lr_anchor)  # older checkpoints: their run's fresh schedule
-        saved_end = (saved.total_timesteps // batch_size) * batch_size
+        saved_end = (saved.total_timesteps // update_size) * update_size
         if end_step != saved_end and ckpt["update"] > 0:
             # A new budget: go on from the last update's learning rate (no jump), now reaching 0 at end_step.
-            last_lr = annealed_lr(lr_anchor["lr"], lr_anchor["step"], ckpt["global_step"] - batch_size, saved_end)
+            last_lr = annealed_lr(lr_anchor["lr"], lr_anchor["step"], ckpt["global_step"] - update_size, saved_end)
             lr_anchor = {"step": ckpt["global_step"], "lr": last_lr}
-    device = resolve_device(args.device)
     # A 256-unit MLP on a few thousand rows gains nothing from intra-op threads on 2 shared cores.
     torch.set_num_threads(args.torch_threads)
-    torch.manual_seed(args.seed)
+    torch.manual_seed(args.seed)  # the same initial weights on every rank (and rank 0's are broadcast below)
 
     # log_interval = num_steps: each env object reports its finished games once per rollout.
-    envs = make_tetris_vecenv(args.backend, args.num_envs, args.num_workers, args.seed,
+    writer = None
+    envs = make_tetris_vecenv(args.backend, args.num_envs, args.num_workers, args.seed + RANK_SEED_OFFSET * world.rank,
                               max_ticks=args.max_ticks, log_interval=args.num_steps)
     try:
         obs_dim, num_actions = envs.single_observation_space.shape[0], int(envs.single_action_space.n)
@@ -399,35 +476,48 @@ def train(args: Args) -> dict:
             optimizer.load_state_dict(ckpt["optimizer"])
             torch.set_rng_state(ckpt["torch_rng_state"])
             global_step, start_update, run_name = ckpt["global_step"], ckpt["update"] + 1, ckpt["run_name"]
+        if world.size > 1:
+            for tensor in agent.state_dict().values():  # identical from the start, whatever the devices did
+                dist.broadcast(tensor, src=0)
+            run_name = gather(world, run_name)[0]
+            # Each rank its own actions and minibatch order (rank 0 keeps the stream a plain run has).
+            if not main_rank:
+                torch.manual_seed(args.seed + RANK_SEED_OFFSET * world.rank + start_update)
         run_dir = os.path.join("runs", run_name)
-        writer = make_writer(run_dir, args)  # on resume: a new events file in the same run directory
+        # On resume: a new events file in the same run directory.
+        writer = make_writer(run_dir, args) if main_rank else None
         storage = make_storage(args.num_steps, args.num_envs, obs_dim, device)
         checkpoint_path = os.path.join(run_dir, f"{args.exp_name}.pt")
-        print(f"run {run_name}: updates {start_update}..{num_updates} of {batch_size:,} steps on {device}, "
-              f"{args.backend}; tensorboard --logdir runs", flush=True)
-        if end_step != args.total_timesteps:
-            print(f"training to step {end_step:,}: {num_updates:,} updates of {batch_size:,} steps "
+        if main_rank:
+            ranks = f"{world.size} ranks x {args.num_envs} games, " if world.size > 1 else ""
+            print(f"run {run_name}: updates {start_update}..{num_updates} of {update_size:,} steps ({ranks}{device}, "
+                  f"{args.backend}); tensorboard --logdir runs", flush=True)
+        if end_step != args.total_timesteps and main_rank:
+            print(f"training to step {end_step:,}: {num_updates:,} updates of {update_size:,} steps "
                   f"(--total-timesteps {args.total_timesteps:,} rounded down to whole updates)", flush=True)
 
         def save(update: int) -> None:
             # The games themselves are not saved: a resumed run starts fresh games, seeded by update.
-            save_checkpoint(checkpoint_path, {
-                "model": agent.state_dict(), "optimizer": optimizer.state_dict(), "global_step": global_step,
-                "update": update, "args": dataclasses.asdict(args), "run_name": run_name, "obs_dim": obs_dim,
-                "num_actions": num_actions, "torch_rng_state": torch.get_rng_state(), "lr_anchor": lr_anchor})
+            if main_rank:
+                save_checkpoint(checkpoint_path, {
+                    "model": agent.state_dict(), "optimizer": optimizer.state_dict(), "global_step": global_step,
+                    "update": update, "args": dataclasses.asdict(args), "run_name": run_name, "obs_dim": obs_dim,
+                    "num_actions": num_actions, "torch_rng_state": torch.get_rng_state(), "lr_anchor": lr_anchor,
+                    "world_size": world.size})
 
-        obs, _ = envs.reset(seed=args.seed + start_update)
+        obs, _ = envs.reset(seed=args.seed + RANK_SEED_OFFSET * world.rank + start_update)
         next_obs = torch.as_tensor(obs, device=device)
         timers = dict(env=0.0, inference=0.0, learn=0.0)
         completed, recent, interrupted = start_update - 1, {}, False
         progress = Progress(end_step, start_step=global_step)
+        stop = StopRequest() if world.size > 1 else None
         try:
             for update in range(start_update, num_updates + 1):
                 if args.anneal_lr:
                     optimizer.param_groups[0]["lr"] = annealed_lr(lr_anchor["lr"], lr_anchor["step"], global_step,
                                                                   end_step)
                 next_obs, infos = collect_rollout(envs, agent, next_obs, storage, args.gamma, device, timers)
-                global_step += batch_size
+                global_step += update_size
 
                 start = time.perf_counter()
                 with torch.inference_mode():
@@ -446,29 +536,47 @@ def train(args: Args) -> dict:
                         loss, pg_loss, v_loss, entropy_mean, approx_kl, clipfrac = ppo_loss(
                             new_logprobs, b_logprobs[mb], mb_advantages, new_values, b_values[mb], b_returns[mb],
                             entropy, args.clip_coef, args.clip_vloss, args.vf_coef, args.ent_coef)
-                        if not torch.isfinite(loss):
-                            raise FloatingPointError(
-                                f"loss became {loss.item()} at update {update} (step {global_step:,}); "
-                                "lower --learning-rate or --max-grad-norm")
                         optimizer.zero_grad(set_to_none=True)
                         loss.backward()
+                        # Every rank must take the same branches below, or one waits forever in the next
+                        # collective: they read the non-finite flag and approx_kl averaged with the gradients.
+                        checks = torch.stack([(~torch.isfinite(loss)).float(), approx_kl])
+                        if world.size > 1:
+                            checks = allreduce_mean(agent.parameters(), checks, world)
+                        if checks[0] > 0:
+                            raise FloatingPointError(
+                                f"loss became {loss.item() if not torch.isfinite(loss) else 'non-finite on a rank'} "
+                                f"at update {update} (step {global_step:,}); lower --learning-rate or --max-grad-norm")
+                        approx_kl = checks[1]
                         grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                         optimizer.step()
                     if args.target_kl is not None and approx_kl > args.target_kl:
                         break
                 timers["learn"] += time.perf_counter() - start
 
+                # Tetris stats and SPS of every rank; and whether any rank was asked to stop.
+                total_time = sum(timers.values())
+                everyone = gather(world, dict(infos=infos, stop=stop and stop.requested,
+                                              sps=(global_step - progress.start_step) / world.size / total_time,
+                                              env_time=timers["env"]))
+                interrupted = any(rank["stop"] for rank in everyone)
+                if not main_rank:
+                    completed = update
+                    if interrupted:
+                        break
+                    continue
+                infos = [info for rank in everyone for info in rank["infos"]]
                 var_y = b_returns.var()
                 explained_var = float("nan") if var_y == 0 else (1 - (b_returns - b_values).var() / var_y).item()
-                total_time = sum(timers.values())
                 scalars = {
                     "charts/learning_rate": optimizer.param_groups[0]["lr"],
-                    "charts/SPS": (global_step - progress.start_step) / total_time,
+                    "charts/SPS": sum(rank["sps"] for rank in everyone),
                     "losses/policy_loss": pg_loss.item(), "losses/value_loss": v_loss.item(),
                     "losses/entropy": entropy_mean.item(), "losses/approx_kl": approx_kl.item(),
                     "losses/clipfrac": clipfrac.item(), "losses/explained_variance": explained_var,
                     "losses/grad_norm": grad_norm.item(),
-                    "perf/env_SPS": (global_step - progress.start_step) / timers["env"],
+                    "perf/env_SPS": sum((global_step - progress.start_step) / world.size / rank["env_time"]
+                                        for rank in everyone),
                     **{f"perf/{key}_time_frac": value / total_time for key, value in timers.items()},
                 }
                 if infos:
@@ -483,29 +591,42 @@ def train(args: Args) -> dict:
                 progress.update(global_step, update=update, ret=recent.get("ep_return"),
                                 len=recent.get("ep_length"), lines=recent.get("lines_deleted"))
                 completed = update
+                if interrupted:
+                    break
         except KeyboardInterrupt:
             # A half-done update is dropped: the checkpoint's step count is whole updates.
-            interrupted, global_step = True, completed * batch_size
+            interrupted, global_step = True, completed * update_size
         except WorkerError:  # a worker died or its env raised: keep what was learned, then say which
-            global_step = completed * batch_size
+            global_step = completed * update_size
             save(completed)
-            writer.close()
             raise
+        except RuntimeError as e:  # under torchrun: another rank died (its collective broke), say so, not a trace
+            if world.size == 1:
+                raise
+            global_step = completed * update_size
+            save(completed)
+            raise ConnectionError(f"rank {world.rank} of {world.size}: lost the other ranks in a collective "
+                                  f"({str(e).splitlines()[0][:120]}); torchrun's report names the rank that failed"
+                                  + (f"; saved {checkpoint_path}" if main_rank else "")) from None
         save(completed)
-        writer.close()
     finally:
         envs.close()  # stops and reaps the workers
+        if writer is not None:
+            writer.close()
+        if world.size > 1:
+            dist.destroy_process_group()
     sps = (global_step - progress.start_step) / max(sum(timers.values()), 1e-9)
     summary = ", ".join(f"{key} {recent[key]:.2f}" for key in ("ep_return", "ep_length", "lines_deleted")
                         if key in recent)
-    if interrupted:
+    if interrupted and main_rank:
         print(f"interrupted at step {global_step:,}: saved {checkpoint_path}, envs closed; "
               f"continue with --resume {checkpoint_path}", flush=True)
-    else:
+    elif main_rank:
         print(f"done: step {global_step:,}, SPS {sps:,.0f}, {summary or 'no finished games'}; saved {checkpoint_path}")
     return {"global_step": global_step, "update": completed, "sps": sps, "run_dir": run_dir, "interrupted": interrupted,
             "checkpoint": checkpoint_path, "episode_stats": recent,
-            "env_sps": (global_step - progress.start_step) / max(timers["env"], 1e-9), "timers": timers}
+            "env_sps": (global_step - progress.start_step) / max(timers["env"], 1e-9), "timers": timers,
+            "policy": agent}
 
 
 def main(argv=None) -> None:
@@ -517,7 +638,7 @@ def main(argv=None) -> None:
             evaluate_checkpoint(args, resolve_device(args.device))
         elif train(args)["interrupted"]:  # train() saved, closed the envs and said so
             raise SystemExit(EXIT_INTERRUPTED)
-    except (ValueError, FloatingPointError, WorkerError) as e:
+    except (ValueError, FloatingPointError, WorkerError, ConnectionError) as e:
         raise SystemExit(f"error: {e}") from None
     except KeyboardInterrupt:  # while starting up, evaluating or watching: there is nothing to save
         print("\ninterrupted: nothing to save", flush=True)

@@ -1,0 +1,142 @@
+"""One rank of the data-parallel tests (tests/test_distributed.py), started by torchrun:
+
+    torchrun --standalone --nproc-per-node 2 tests/dist_rank.py OUTDIR train SCRIPT [SCRIPT FLAGS...]
+    torchrun --standalone --nproc-per-node 2 tests/dist_rank.py OUTDIR grad
+
+`train` runs SCRIPT.train (ppo_puffer_async or ppo_tetris) with the flags, as `torchrun SCRIPT.py` would, and
+writes OUTDIR/rank<r>.pt: the final parameters, the rank's first observations, its optimizer-step count and
+train()'s result. With KL_RANK=r in the environment, rank r alone reports approx_kl = 10 from every minibatch.
+`grad` averages one PPO gradient over the ranks' halves of a fixed batch, and rank 0 also computes the
+single-process gradient on the union, for each script's network and loss.
+"""
+
+import copy
+import importlib
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def record_first_observations(script, first):
+    """Wraps the script's env factory so the first observations this rank's envs give are kept."""
+    if script.__name__ == "ppo_puffer_async":
+        make = script.make_puffer_vecenv
+
+        def wrapped(*args, **kwargs):
+            vecenv = make(*args, **kwargs)
+            recv = vecenv.recv
+
+            def recording_recv():
+                out = recv()
+                if not first:
+                    first.append(torch.as_tensor(out[0]).clone())
+                return out
+            vecenv.recv = recording_recv
+            return vecenv
+        script.make_puffer_vecenv = wrapped
+    else:
+        make = script.make_tetris_vecenv
+
+        def wrapped(*args, **kwargs):
+            envs = make(*args, **kwargs)
+            reset = envs.reset
+
+            def recording_reset(*a, **k):
+                obs, info = reset(*a, **k)
+                first.append(torch.as_tensor(obs).clone())
+                return obs, info
+            envs.reset = recording_reset
+            return envs
+        script.make_tetris_vecenv = wrapped
+
+
+def train(outdir, name, flags):
+    import tyro
+    script = importlib.import_module(name)
+    rank = int(os.environ["RANK"])
+    if os.environ.get("KL_RANK") == str(rank):
+        loss_fn = script.ppo_loss
+
+        def high_kl_loss(*args, **kwargs):
+            out = loss_fn(*args, **kwargs)
+            return out[:4] + (torch.tensor(10.0),) + out[5:]
+        script.ppo_loss = high_kl_loss
+    steps = [0]
+    adam_step = torch.optim.Adam.step
+
+    def counting_step(self, *args, **kwargs):
+        steps[0] += 1
+        return adam_step(self, *args, **kwargs)
+    torch.optim.Adam.step = counting_step
+    first = []
+    record_first_observations(script, first)
+    result = script.train(tyro.cli(script.Args, args=flags))
+    params = {k: v.clone() for k, v in result.pop("policy").state_dict().items()}
+    result.pop("args", None)
+    torch.save({"params": params, "first_obs": first[0], "optimizer_steps": steps[0],
+                "result": {k: v for k, v in result.items() if isinstance(v, (int, float, str, bool, dict))}},
+               os.path.join(outdir, f"rank{rank}.pt"))
+
+
+def grad(outdir):
+    """Each rank: the PPO gradient on its half of one fixed batch, averaged by the script's allreduce_mean.
+    Rank 0 also: the gradient of the same loss on the whole batch in one process."""
+    import ppo_puffer_async
+    import ppo_tetris
+    dist.init_process_group("gloo")
+    rank, size = dist.get_rank(), dist.get_world_size()
+    out = {}
+    for name in ("ppo_puffer_async", "ppo_tetris"):
+        torch.manual_seed(0)
+        rows, horizon, obs_dim, num_actions = 8, 5, 6, 3
+        gen = torch.Generator().manual_seed(1)
+        obs = torch.randn(rows, horizon, obs_dim, generator=gen)
+        actions = torch.randint(0, num_actions, (rows, horizon), generator=gen)
+        old_logprobs = torch.log(torch.rand(rows, horizon, generator=gen) * 0.5 + 0.25)
+        advantages = torch.randn(rows, horizon, generator=gen)  # already normalized over the whole batch
+        old_values, returns = torch.randn(rows, horizon, generator=gen), torch.randn(rows, horizon, generator=gen)
+
+        if name == "ppo_puffer_async":
+            net = ppo_puffer_async.Policy(obs_dim, num_actions, 16, lstm_hidden_size=8)
+
+            def loss_on(model, sel):
+                logits, values = model.unroll(obs[sel], model.initial_state(len(sel), torch.device("cpu")),
+                                              torch.zeros(len(sel), horizon, dtype=torch.bool))
+                logprobs, entropy = ppo_puffer_async.logprob_and_entropy(logits, actions[sel])
+                return ppo_puffer_async.ppo_loss(logprobs, old_logprobs[sel], advantages[sel], values, old_values[sel],
+                                                 returns[sel], entropy, torch.ones(len(sel), horizon), None,
+                                                 0.2, 0.2, 0.5, 0.01)[0]
+            module = ppo_puffer_async
+        else:
+            net = ppo_tetris.Agent(obs_dim, num_actions, hidden_size=16)
+
+            def loss_on(model, sel):
+                flat = lambda x: x[sel].reshape(len(sel) * horizon, *x.shape[2:])  # noqa: E731
+                _, logprobs, entropy, values = model.get_action_and_value(flat(obs), flat(actions))
+                return ppo_tetris.ppo_loss(logprobs, flat(old_logprobs), flat(advantages), values, flat(old_values),
+                                           flat(returns), entropy, 0.2, True, 0.5, 0.01)[0]
+            module = ppo_tetris
+        union = copy.deepcopy(net)
+        half = torch.arange(rank * rows // size, (rank + 1) * rows // size)
+        loss_on(net, half).backward()
+        local = [p.grad.clone() for p in net.parameters()]
+        extras = module.allreduce_mean(list(net.parameters()), torch.tensor([float(rank), 1.0]), module.World(rank, size))
+        loss_on(union, torch.arange(rows)).backward()
+        out[name] = {"averaged": [p.grad for p in net.parameters()], "local": local,
+                     "union": [p.grad for p in union.parameters()], "extras": extras}
+    torch.save(out, os.path.join(outdir, f"rank{rank}.pt"))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    outdir, mode = sys.argv[1], sys.argv[2]
+    os.chdir(outdir)  # runs/ goes there
+    torch.set_num_threads(1)
+    if mode == "train":
+        train(outdir, sys.argv[3], sys.argv[4:])
+    else:
+        grad(outdir)

@@ -1,0 +1,146 @@
+"""Data-parallel training under torchrun, 2 CPU ranks (gloo), for ppo_puffer_async.py and ppo_tetris.py:
+identical parameters on every rank, the averaged gradient equal to the union batch's, ranks playing
+different games, agreed early stops (target_kl on one rank only, Ctrl-C), resume on every rank, and a
+killed rank ending the job with a message instead of a hang.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+import torch
+
+from conftest import ROOT
+
+RANK = os.path.join(ROOT, "tests", "dist_rank.py")
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+# Small, fast runs: CartPole for the PufferLib-style script, a few Tetris games for ppo_tetris.
+FLAGS = {
+    "ppo_puffer_async": ["--env-id", "CartPole-v1", "--num-envs", "4", "--horizon", "16", "--num-minibatches", "2",
+                         "--update-epochs", "3", "--total-timesteps", str(2 * 4 * 16 * 5)],
+    "ppo_tetris": ["--num-envs", "8", "--num-steps", "16", "--num-minibatches", "2", "--update-epochs", "3",
+                   "--total-timesteps", str(2 * 8 * 16 * 5)],
+}
+
+
+def torchrun(tmp_path, *argv, env=None, timeout=120):
+    out = subprocess.run(TORCHRUN + [RANK, str(tmp_path)] + list(argv), capture_output=True, text=True,
+                         timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(2)], out.stdout
+
+
+@pytest.mark.parametrize("script", ["ppo_puffer_async", "ppo_tetris"])
+def test_two_ranks_end_bit_identical_and_play_different_games(tmp_path, script):
+    (rank0, rank1), stdout = torchrun(tmp_path, "train", script, *FLAGS[script], "--seed", "3")
+    assert rank0["result"]["update"] == rank1["result"]["update"] == 5
+    assert rank0["result"]["global_step"] == 2 * 5 * (4 * 16 if script == "ppo_puffer_async" else 8 * 16)
+    for key, value in rank0["params"].items():
+        assert torch.equal(value, rank1["params"][key]), key
+    # Training moved them: a rank that skipped the averaging would drift from the other.
+    assert rank0["optimizer_steps"] == rank1["optimizer_steps"] == 5 * 3 * 2
+    assert not torch.equal(rank0["first_obs"], rank1["first_obs"])
+    assert stdout.count("done: step") == 1  # rank 0 alone reports
+
+
+def test_averaged_gradient_equals_the_union_batch_gradient(tmp_path):
+    ranks, _ = torchrun(tmp_path, "grad")
+    for script in ("ppo_puffer_async", "ppo_tetris"):
+        zero, one = ranks[0][script], ranks[1][script]
+        for averaged0, averaged1, union, local in zip(zero["averaged"], one["averaged"], zero["union"], zero["local"]):
+            assert torch.equal(averaged0, averaged1)
+            assert torch.allclose(averaged0, union, atol=1e-6, rtol=0), (averaged0 - union).abs().max()
+        # ... which a rank's own half-batch gradient is not.
+        assert max((local - union).abs().max() for union, local in zip(zero["union"], zero["local"])) > 1e-3
+        assert torch.equal(zero["extras"], torch.tensor([0.5, 1.0]))  # the extras are averaged too
+
+
+@pytest.mark.parametrize("script", ["ppo_puffer_async", "ppo_tetris"])
+def test_target_kl_hit_on_one_rank_stops_both_after_the_same_epoch(tmp_path, script):
+    # Rank 1 alone reports approx_kl 10 > 1; the mean over ranks (5.x) decides, so both stop every
+    # update after its first epoch (2 minibatches) instead of 3 epochs. A rank deciding alone would
+    # leave the other waiting in all_reduce: the timeout would end the test.
+    (rank0, rank1), _ = torchrun(tmp_path, "train", script, *FLAGS[script], "--target-kl", "1.0",
+                                 env={"KL_RANK": "1"}, timeout=90)
+    assert rank0["optimizer_steps"] == rank1["optimizer_steps"] == 5 * 2
+    assert rank0["result"]["update"] == rank1["result"]["update"] == 5
+
+
+def start_job(tmp_path, script, *flags):
+    log = open(tmp_path / "job.log", "w")
+    proc = subprocess.Popen(TORCHRUN + [os.path.join(ROOT, f"{script}.py"), *flags], cwd=tmp_path, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    deadline = time.time() + 60
+    while "run " not in (tmp_path / "job.log").read_text():
+        assert time.time() < deadline and proc.poll() is None, (tmp_path / "job.log").read_text()[-3000:]
+        time.sleep(0.2)
+    time.sleep(2.0)  # a few updates in
+    return proc
+
+
+def rank_processes(proc):
+    ranks = {}
+    for child in psutil.Process(proc.pid).children(recursive=True):
+        try:
+            rank = child.environ().get("RANK")
+        except psutil.Error:
+            continue
+        if rank is not None and "torch.distributed.run" not in " ".join(child.cmdline()):
+            ranks.setdefault(int(rank), child)
+    return ranks
+
+
+def test_killing_one_rank_ends_the_job_with_a_message(tmp_path):
+    proc = start_job(tmp_path, "ppo_puffer_async", *FLAGS["ppo_puffer_async"][:-1], "100000000",
+                     "--checkpoint-freq", "0")
+    try:
+        ranks = rank_processes(proc)
+        assert sorted(ranks) == [0, 1]
+        started = time.time()
+        ranks[1].kill()
+        proc.wait(timeout=40)
+        elapsed = time.time() - started
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    log = (tmp_path / "job.log").read_text()
+    assert proc.returncode != 0
+    assert elapsed < 15, elapsed
+    assert "rank      : 1" in log and "SIGKILL" in log, log[-3000:]  # torchrun's root cause names the rank
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in ranks.values())
+
+
+def test_ctrl_c_stops_every_rank_after_the_same_update_and_resume_restores_both(tmp_path):
+    flags = FLAGS["ppo_tetris"][:-1]
+    proc = start_job(tmp_path, "ppo_tetris", *flags, "100000000", "--checkpoint-freq", "0")
+    try:
+        ranks = rank_processes(proc)
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: every process of the job
+        proc.wait(timeout=40)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    log = (tmp_path / "job.log").read_text()
+    assert "interrupted at step" in log, log[-3000:]
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in ranks.values())
+    checkpoint = next((tmp_path / "runs").glob("*/ppo_tetris.pt"))
+    saved = torch.load(checkpoint, weights_only=False)
+    assert saved["world_size"] == 2 and saved["global_step"] == saved["update"] * 2 * 8 * 16
+
+    # Both ranks load it and go on for 2 more updates, identical.
+    more = str(saved["global_step"] + 2 * 2 * 8 * 16)
+    (rank0, rank1), _ = torchrun(tmp_path, "train", "ppo_tetris", "--resume", str(checkpoint),
+                                 "--total-timesteps", more)
+    assert rank0["result"]["update"] == rank1["result"]["update"] == saved["update"] + 2
+    for key, value in rank0["params"].items():
+        assert torch.equal(value, rank1["params"][key]), key
+    # One process cannot take over a 2-rank run: the update size would change.
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "ppo_tetris.py"), "--resume", str(checkpoint),
+                          "--total-timesteps", str(int(more) * 2)], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 1
+    assert "error: --resume: that run had 2 rank(s) and this one has 1" in out.stderr
