@@ -1,0 +1,123 @@
+"""Data-parallel scaling under torchrun: training SPS with 1 rank vs 2 ranks (1 torch thread each), the same
+total envs, for ppo_tetris.py and ppo_puffer_async.py (Tetris, mpe-spread); and the gradient averaging
+itself, one flat all_reduce vs DistributedDataParallel, on the Tetris network.
+
+    python benchmarks/bench_distributed.py                     # all rows, ~5 minutes on 2 cores
+    python benchmarks/bench_distributed.py --updates 10 --rows tetris-async
+
+Each row runs the script as a user would (`python script.py` or `torchrun --nproc-per-node 2 script.py`) for a
+fixed number of updates and reads the SPS the run prints at its end (training time only, start-up excluded).
+Run it on a quiet machine: every process here wants a core.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+
+# (row, script, flags per rank, steps per update per rank); the 2-rank run has half the envs per rank.
+ROWS = {
+    "tetris-cleanrl": ("ppo_tetris.py", lambda envs: ["--num-envs", str(envs)], 512, 64),
+    "tetris-async": ("ppo_puffer_async.py", lambda envs: ["--num-envs", str(envs)], 512, 64),
+    "mpe-spread": ("ppo_puffer_async.py", lambda envs: ["--env-id", "mpe-spread", "--num-envs", str(envs),
+                                                        "--backend", "Serial", "--async-factor", "1"], 128, 64 * 3),
+    # The default for mpe-spread: per rank, sleeping env workers step one group while the policy runs on the other.
+    "mpe-spread-workers": ("ppo_puffer_async.py", lambda envs: ["--env-id", "mpe-spread", "--num-envs", str(envs),
+                                                                "--num-workers", "2" if envs == 128 else "1"], 128, 64 * 3),
+}
+
+
+def run(command, cwd):
+    out = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    match = re.search(r"done: step [\d,]+, SPS ([\d,]+)", out.stdout)
+    if not match:
+        raise SystemExit(f"{' '.join(command)} failed:\n{out.stdout[-2000:]}{out.stderr[-2000:]}")
+    return float(match.group(1).replace(",", ""))
+
+
+def scaling(rows, updates):
+    print("| script, env | 1 rank: SPS | 2 ranks: SPS | 2 ranks / 1 rank |")
+    print("|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in rows:
+            script, flags, envs, steps_per_env = ROWS[name]
+            total = ["--total-timesteps", str(updates * envs * steps_per_env), "--checkpoint-freq", "0"]
+            one = run([sys.executable, os.path.join(ROOT, script)] + flags(envs) + total, tmp)
+            two = run(TORCHRUN + [os.path.join(ROOT, script)] + flags(envs // 2) + total, tmp)
+            env = "mpe-spread" if name.startswith("mpe") else "tetris"
+            backend = ", async workers (2 in all)" if name.endswith("workers") else ", Serial"
+            label = f"{script}, {env}{backend} ({envs} envs in all)"
+            print(f"| {label} | {one:,.0f} | {two:,.0f} | {two / one:.2f}x |", flush=True)
+
+
+def allreduce_vs_ddp(iters: int = 200) -> None:
+    """One rank of the gradient-averaging comparison (started by torchrun with --ddp-rank)."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    sys.path.insert(0, ROOT)
+    import ppo_puffer_async
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    world = ppo_puffer_async.World(dist.get_rank(), dist.get_world_size())
+    obs = torch.randn(4096, 234)  # a Tetris minibatch per rank: 512 games x 64 steps / 8
+
+    class Forward(torch.nn.Module):  # DDP needs forward(): ours calls unroll()
+        def __init__(self, policy):
+            super().__init__()
+            self.policy = policy
+
+        def forward(self, x):
+            logits, values = self.policy.unroll(x)
+            return logits.logsumexp(-1).mean() + values.mean()
+
+    results = {}
+    for name in ("flat all_reduce", "DDP", "no averaging (1 rank's cost)"):
+        torch.manual_seed(0)
+        policy = ppo_puffer_async.Policy(234, 7, 128)
+        model = DistributedDataParallel(Forward(policy)) if name == "DDP" else Forward(policy)
+        for i in range(iters + 20):
+            if i == 20:
+                dist.barrier()
+                start = time.perf_counter()
+            policy.zero_grad(set_to_none=True)
+            model(obs).backward()
+            if name == "flat all_reduce":
+                ppo_puffer_async.allreduce_mean(list(policy.parameters()), torch.zeros(2), world)
+        results[name] = (time.perf_counter() - start) / iters * 1e3
+        dist.barrier()
+    if world.rank == 0:
+        print("| gradient averaging, 2 ranks | ms per minibatch (forward + backward + averaging) |")
+        print("|---|---|")
+        for name, ms in results.items():
+            print(f"| {name} | {ms:.2f} |")
+    dist.destroy_process_group()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--updates", type=int, default=20, help="updates per run (all ranks together)")
+    parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
+    parser.add_argument("--ddp-rank", action="store_true", help=argparse.SUPPRESS)
+    opts = parser.parse_args()
+    if opts.ddp_rank:
+        return allreduce_vs_ddp()
+    import torch
+    print(f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, torch {torch.__version__}, {opts.updates} updates per run")
+    scaling(opts.rows, opts.updates)
+    print()
+    out = subprocess.run(TORCHRUN + [os.path.abspath(__file__), "--ddp-rank"], capture_output=True, text=True,
+                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    print(out.stdout if out.returncode == 0 else out.stderr[-2000:])
+
+
+if __name__ == "__main__":
+    main()
