@@ -2,6 +2,7 @@
 
     python benchmarks/bench_ppo_puffer_async.py                 # both parts, Tetris and mpe-spread
     python benchmarks/bench_ppo_puffer_async.py --part rollout --envs mpe-spread
+    python benchmarks/bench_ppo_puffer_async.py --part lstm
 
 Part "rollout": the script's own `rollout()` (recv -> policy -> store -> send, the same MLP policy,
 untrained) filling the same buffer, for the synchronous in-process loop (--async-factor 1 --backend
@@ -9,6 +10,7 @@ Serial) and the worker backends; agent steps per second, and the ratio to the Se
 Part "train": whole runs of `train()` (rollout + update), training SPS, in one run: mpe-spread async
 (its default) vs the Serial loop; Tetris at ppo_tetris.py's batch and minibatch sizes and its 256-wide
 network (our default is 128 wide) vs ppo_tetris.py.
+Part "lstm": the cost of --lstm, training SPS on Tetris at the default flags with and without it.
 Each row runs `--repeats` times interleaved and reports the median, since the machine is noisy.
 """
 
@@ -81,7 +83,7 @@ def median_rows(rows, measure, repeats):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=["rollout", "train", "all"], default="all")
+    parser.add_argument("--part", choices=["rollout", "train", "lstm", "all"], default="all")
     parser.add_argument("--envs", nargs="+", default=["tetris", "mpe-spread"])
     parser.add_argument("--seconds", type=float, default=8.0, help="per rollout row and repeat")
     parser.add_argument("--repeats", type=int, default=3)
@@ -100,8 +102,14 @@ def main():
             for label, value in sps.items():
                 print(f"| {label:<42} | {value:13,.0f} | {value / base:13.2f}x |")
 
-    if opts.part in ("train", "all"):
+    if opts.part in ("train", "lstm", "all"):
         rows = []
+        if opts.part in ("lstm", "all"):
+            tetris = dict(env_id="tetris", total_timesteps=opts.train_updates * 512 * 64, checkpoint_freq=0)
+            rows += [("tetris, ours, default flags (MLP)", "ours", tetris),
+                     ("tetris, ours, default flags --lstm", "ours", dict(tetris, lstm=True))]
+        if opts.part == "lstm":
+            opts.envs = []
         if "mpe-spread" in opts.envs:
             mpe = dict(env_id="mpe-spread", num_envs=128, checkpoint_freq=0)
             batch = 128 * 3 * 64

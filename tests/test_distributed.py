@@ -6,6 +6,7 @@ killed rank ending the job with a message instead of a hang.
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -144,3 +145,25 @@ def test_ctrl_c_stops_every_rank_after_the_same_update_and_resume_restores_both(
                           "--total-timesteps", str(int(more) * 2)], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 1
     assert "error: --resume: that run had 2 rank(s) and this one has 1" in out.stderr
+
+
+def test_the_multi_node_line_works_with_two_nodes_on_one_machine(tmp_path):
+    # README's multi-node command (c10d rendezvous, one agent per node), both "nodes" on this machine.
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
+               "--rdzv-id", "test", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"localhost:{port}",
+               RANK, str(tmp_path), "train", "ppo_tetris", *FLAGS["ppo_tetris"]]
+    nodes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"}) for _ in range(2)]
+    try:
+        outputs = [node.communicate(timeout=120)[0] for node in nodes]
+    finally:
+        for node in nodes:
+            node.kill()
+    assert all(node.returncode == 0 for node in nodes), "\n".join(o[-2000:] for o in outputs)
+    rank0, rank1 = (torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(2))
+    assert rank0["result"]["update"] == rank1["result"]["update"] == 5
+    for key, value in rank0["params"].items():
+        assert torch.equal(value, rank1["params"][key]), key
