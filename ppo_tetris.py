@@ -380,6 +380,8 @@ def init_world(args: Args, device: torch.device) -> tuple:
         device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
         torch.cuda.set_device(device)
     backend = args.dist_backend if args.dist_backend != "auto" else ("nccl" if device.type == "cuda" else "gloo")
+    if backend == "nccl" and device.type != "cuda":
+        raise ValueError("--dist-backend nccl needs --device cuda (NCCL reduces GPU tensors); on CPU use gloo")
     dist.init_process_group(backend)
     return World(dist.get_rank(), size), device
 

@@ -27,7 +27,7 @@ TOTAL, EVAL_EVERY, EVAL_EPISODES = 100_000, 10_000, 10
 
 
 def ours(seed, lstm):
-    """Our defaults for cartpole-novel (8 envs x 32 steps = 256 per update): eval every 40 updates (10,240 steps)."""
+    """Our defaults for cartpole-novel (8 envs x 25 steps = 200 per update): eval every 50 updates (10,000 steps)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     with tempfile.TemporaryDirectory() as tmp:
         cwd = os.getcwd()
@@ -35,7 +35,7 @@ def ours(seed, lstm):
         try:
             start = time.perf_counter()
             result = ppo_puffer_async.train(ppo_puffer_async.Args(
-                env_id="cartpole-novel", seed=seed, lstm=lstm, total_timesteps=TOTAL, eval_freq=40,
+                env_id="cartpole-novel", seed=seed, lstm=lstm, total_timesteps=TOTAL, eval_freq=50,
                 eval_episodes=EVAL_EPISODES, checkpoint_freq=0))
             wall = time.perf_counter() - start
             events = EventAccumulator(result["run_dir"], size_guidance={"scalars": 0})

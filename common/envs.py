@@ -174,8 +174,12 @@ def make_cartpole_novel() -> gym.Env:
     test (sb3-contrib's CartPoleNoVel). A memoryless policy cannot tell which way the pole is moving."""
     env = gym.make("CartPole-v1", disable_env_checker=True)
     keep = [0, 2]
-    space = gym.spaces.Box(env.observation_space.low[keep], env.observation_space.high[keep], dtype=np.float32)
-    return gym.wrappers.TransformObservation(env, lambda obs: obs[keep], space)
+    # Divided by the termination bounds (2.4, 12 degrees): both in [-1, 1] while the episode runs, where the
+    # raw angle is a few hundredths and a small net barely sees it.
+    bounds = np.array([env.unwrapped.x_threshold, env.unwrapped.theta_threshold_radians], dtype=np.float32)
+    space = gym.spaces.Box(env.observation_space.low[keep] / bounds, env.observation_space.high[keep] / bounds,
+                           dtype=np.float32)
+    return gym.wrappers.TransformObservation(env, lambda obs: obs[keep] / bounds, space)
 
 
 def make_repeat_previous_easy() -> gym.Env:
