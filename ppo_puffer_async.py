@@ -275,7 +275,9 @@ class Policy(nn.Module):
             layer_init(nn.Linear(obs_dim, hidden_size)), nn.ReLU(),
             layer_init(nn.Linear(hidden_size, hidden_size)), nn.ReLU(),
         )
-        self.lstm = nn.LSTMCell(hidden_size, lstm_hidden_size) if lstm_hidden_size else None
+        # nn.LSTM, not a loop of LSTMCells: a whole stretch of a row is one fused call (forward and backward
+        # 4x faster than 25 cell steps on this CPU); `step` runs it on sequences of length 1.
+        self.lstm = nn.LSTM(hidden_size, lstm_hidden_size, batch_first=True) if lstm_hidden_size else None
         head_size = lstm_hidden_size or hidden_size
         # Small policy-head init keeps the first policy near uniform; value head at unit scale.
         self.actor = layer_init(nn.Linear(head_size, num_actions), std=0.01)
@@ -289,8 +291,8 @@ class Policy(nn.Module):
         """(logits, value, next state) for one observation per agent."""
         hidden = self.encoder(obs)
         if self.lstm is not None:
-            state = self.lstm(hidden, state)
-            hidden = state[0]
+            out, (h, c) = self.lstm(hidden.unsqueeze(1), None if state is None else tuple(x.unsqueeze(0) for x in state))
+            hidden, state = out[:, 0], (h[0], c[0])
         return self.actor(hidden), self.critic(hidden).squeeze(-1), state
 
     def unroll(self, obs: torch.Tensor, state=None, starts=None, burn_in: int = 0, tbptt: int = 0):
@@ -299,18 +301,30 @@ class Policy(nn.Module):
         advance the state, without gradient; the state is detached every `tbptt` steps."""
         hidden = self.encoder(obs)
         if self.lstm is not None:
-            h, c = state
+            # The rows are cut only where something happens to the state between two steps: an episode
+            # begins in some row (its state is zeroed), burn-in ends, or tbptt detaches. Each stretch
+            # between cuts is one nn.LSTM call. (The stored initial state is already reset where t = 0
+            # began an episode.)
+            horizon = obs.shape[1]
+            cuts = set() if starts is None else set((starts[:, 1:].any(0).nonzero().flatten() + 1).tolist())
+            if burn_in:
+                cuts.add(burn_in)
+            if tbptt:
+                cuts.update(range(tbptt, horizon, tbptt))
+            bounds = [0] + sorted(cuts) + [horizon]
+            h, c = (x.unsqueeze(0) for x in state)
             outputs = []
-            for t in range(obs.shape[1]):
-                if t > 0:  # the stored initial state is already reset where row t = 0 began an episode
-                    keep = (~starts[:, t]).unsqueeze(-1).to(h.dtype)
-                    h, c = h * keep, c * keep
+            for t, end in zip(bounds[:-1], bounds[1:]):
+                if t > 0:
+                    if starts is not None:
+                        keep = (~starts[:, t]).to(h.dtype)[None, :, None]
+                        h, c = h * keep, c * keep
                     if tbptt and t % tbptt == 0:
                         h, c = h.detach(), c.detach()
                 with torch.set_grad_enabled(torch.is_grad_enabled() and t >= burn_in):
-                    h, c = self.lstm(hidden[:, t], (h, c))
-                outputs.append(h)
-            hidden = torch.stack(outputs, 1)
+                    out, (h, c) = self.lstm(hidden[:, t:end], (h, c))
+                outputs.append(out)
+            hidden = torch.cat(outputs, 1)
         return self.actor(hidden), self.critic(hidden).squeeze(-1)
 
 
