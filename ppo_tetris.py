@@ -389,8 +389,8 @@ def init_world(args: Args, device: torch.device) -> tuple:
 def allreduce_mean(params, extras: torch.Tensor, world: World) -> torch.Tensor:
     """Averages the gradients of `params` over the ranks in one flat all_reduce, with `extras`, scalars every
     rank must decide on alike, in the same message (DDP overlaps its all_reduce with backward and was 7% faster
-    per minibatch in benchmarks/bench_distributed.py, but it cannot carry those scalars or see `unroll`). Returns the averaged extras. Every rank then holds the same bits, so the same Adam step keeps the
-    parameters identical."""
+    per minibatch in benchmarks/bench_distributed.py, but it cannot carry those scalars). Returns the averaged
+    extras. Every rank then holds the same bits, so the same Adam step keeps the parameters identical."""
     grads = [p.grad for p in params]
     flat = torch.cat([g.reshape(-1) for g in grads] + [extras.to(grads[0].dtype)])
     dist.all_reduce(flat)
