@@ -1,25 +1,19 @@
 """PufferLib-style PPO (seed 002: PufferLib 3.0's trainer loop) in one file, correct where PufferLib is not.
 
-Read top to bottom: Args, network, env setup, experience buffer, rollout, advantages, prioritized
-sampling, loss, evaluation, train(), main(). The ideas it teaches, from PufferLib:
+Read top to bottom: Args, network, experience buffer, rollout, advantages, prioritized sampling, loss,
+evaluation, data parallel, train(), main(). What it teaches, from PufferLib:
   * async double buffering: the envs are split into --async-factor groups; the loop is
     recv(group) -> policy -> store -> send(actions), so one group steps while the policy runs on another;
   * a (segments x horizon) buffer: each agent fills a row of --horizon consecutive steps, then takes the
-    next free row; the rollout ends when every row is full. Rows are the unit of sampling (and of an LSTM's
-    sequences), and multi-agent envs are just more agents, each owning rows;
+    next free row; rows are the unit of sampling and of an LSTM's sequences, and a multi-agent env is just
+    more agents, each owning rows;
   * prioritized minibatches of whole rows, sampled by the size of their advantages.
-What it gets right that PufferLib 3.0's `PuffeRL` does not (read from pufferl.py):
-  * time-limit truncation is bootstrapped with V(final observation), never treated as the episode going
-    on or as a termination; emulated envs' reset steps (reward 0 after an episode end) never enter the buffer;
-  * no step carries a dead advantage: the last step of a row bootstraps from the agent's next observation
-    (and the lambda-chain continues into the agent's next row), and every reward is the one its action earned;
-  * rewards are not clamped unless --reward-clamp asks; absent agents' steps (mask False) are stored but
-    carry no loss;
-  * rows are tracked per agent id, whatever order and layout the groups come back in;
-  * importance weights are normalized and beta reaches exactly 1 at the last update;
-  * the worker backend (common/vector.py) sleeps instead of spinning, and a dead worker ends the run;
-  * --lstm: each row is replayed from the state the rollout stored for it, reset where the rollout reset
-    it (PufferLib zeroes it per row and never resets it at episode ends).
+Where PufferLib 3.0's `PuffeRL` (pufferl.py) goes wrong and this file does not (the README has the table):
+truncation is bootstrapped with V(final observation); emulated envs' reset steps never enter the buffer;
+a row's last step bootstraps from the agent's next observation; rewards are not clamped unless asked;
+absent agents carry no loss; rows are tracked per agent id, whatever order the groups come back in;
+importance weights are normalized and beta reaches 1; workers sleep and a dead one ends the run
+(common/vector.py); --lstm rows are replayed from the state the rollout stored, reset where it reset it.
 
     python ppo_puffer_async.py                                   # Tetris
     python ppo_puffer_async.py --env-id mpe-spread               # 3 agents per env, async workers
@@ -45,6 +39,7 @@ import tyro
 from common.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from common.envs import make_puffer_vecenv
 from common.logs import Progress, make_run_name, make_writer
+from common.tetris import Tetris
 from common.vector import WorkerError
 
 
@@ -171,7 +166,8 @@ ENV_DEFAULTS = {
     # in rows of 25 (200 steps per update: evals at whole 10k steps), 10 epochs of one minibatch; rewards x 0.1,
     # since the LSTM's output is bounded and its value head could not reach CartPole's returns (~50): without
     # it the LSTM did not even learn CartPole-v1. lambda 0.95 and lr 5e-4, not RL Zoo's 0.8 and 1e-3: with
-    # those, solved policies kept collapsing (5 seeds: 5 of 5 stably solved vs 1 of 3; see README).
+    # those, solved policies kept collapsing (5 seeds: 5 of 5 stably solved vs 1 of 3). A sweep of single changes
+    # on seeds 11-18 (lr, lambda, gamma, epochs, minibatches, widths, clips, reward scale) found none better (README).
     "cartpole-novel": dict(horizon=25, total_timesteps=100_000, num_envs=8, async_factor=1, backend="Serial",
                            num_workers=1, num_minibatches=1, update_epochs=10, learning_rate=5e-4, gamma=0.98,
                            gae_lambda=0.95, clip_coef=0.2, vf_clip_coef=10.0, vf_coef=0.5, ent_coef=0.0,
@@ -249,8 +245,6 @@ def validate_args(args: Args, num_agents: Optional[int] = None) -> None:
     if segments % args.num_minibatches:
         raise ValueError(f"--num-minibatches {args.num_minibatches} must divide the {segments} rows "
                          f"(--batch-size / --horizon)")
-    if args.total_timesteps < batch_size:
-        raise ValueError(f"--total-timesteps {args.total_timesteps} is less than one update ({batch_size} agent steps)")
 
 
 # ----- network -----
@@ -374,7 +368,6 @@ class Experience:
             self.state = tuple(torch.zeros(num_agents, state_size, device=device) for _ in range(2))
             self.initial_state = tuple(torch.zeros(segments, state_size, device=device) for _ in range(2))
             self.starts = torch.zeros(shape, dtype=torch.bool, device=device)
-            self.episode_start = np.zeros(num_agents, dtype=bool)  # next-step reset: the next obs begins one
         self.reset()
 
     def reset(self) -> None:
@@ -426,19 +419,26 @@ class Experience:
 
 
 class EpisodeStats:
-    """Per-agent episode return and length, counted by the learner for every env kind.
+    """Per-agent episode bookkeeping for every env kind: return and length, counted by the learner, and
+    which observations begin an episode (where an LSTM's state restarts from zeros).
 
-    Only real transitions count: the reset step after an emulated episode end is not one.
+    Episode ends: with "same_step" autoreset (our Tetris) the observation after an end is already the next
+    episode's (the true last one is in `vecenv.final_observations`); with "next_step" (PufferLib's emulation)
+    the observation after an end IS the last one, the action on it is ignored, and the next recv brings the
+    reset observation with reward 0, which is no transition and is not counted.
     """
 
-    def __init__(self, num_agents: int):
+    def __init__(self, num_agents: int, autoreset: str):
+        self.next_step_reset = autoreset == "next_step"
         self.ep_return = np.zeros(num_agents)
         self.ep_length = np.zeros(num_agents, dtype=np.int64)
         self.acting = np.zeros(num_agents, dtype=bool)  # the last action sent was a real step
+        self.ended = np.zeros(num_agents, dtype=bool)   # the last observation ended an episode
         self.returns, self.lengths = [], []
 
-    def update(self, agents, rewards, dones) -> np.ndarray:
-        """Counts this recv's rewards; returns the agents whose episode ended."""
+    def update(self, agents, rewards, dones, masks):
+        """Counts this recv's rewards. Returns (the agents whose episode ended, a bool per agent: this
+        observation begins an episode)."""
         acting = self.acting[agents]
         acted = agents[acting]
         self.ep_return[acted] += rewards[acting]
@@ -447,7 +447,12 @@ class EpisodeStats:
         self.returns.extend(self.ep_return[ended])
         self.lengths.extend(self.ep_length[ended])
         self.ep_return[ended], self.ep_length[ended] = 0.0, 0
-        return ended
+        starting = self.ended[agents] if self.next_step_reset else dones
+        self.ended[agents] = dones
+        # The observation that ends an emulated episode is its last, not a state to act in. Absent agents
+        # (mask False) act on nothing either.
+        self.acting[agents] = masks & ~dones if self.next_step_reset else masks
+        return ended, starting
 
     def pop(self):
         returns, lengths, self.returns, self.lengths = self.returns, self.lengths, [], []
@@ -464,12 +469,9 @@ def rollout(vecenv, policy: Policy, experience: Experience, stats: EpisodeStats,
             reward_scale: float, reward_clamp: Optional[float], device: torch.device, timers: dict) -> list:
     """recv(group) -> policy -> store -> send until every row of `experience` is full. Returns env infos.
 
-    Whatever order the groups come back in, each agent's steps go to its own row, in order.
-    Episode ends: with "same_step" autoreset (our Tetris) the observation after an end is already the
-    next episode's and the true last one is in `vecenv.final_observations`; with "next_step" (PufferLib's
-    emulation) the observation after an end IS the last one, the agent's action on it is ignored, and the
-    next recv brings the reset observation with reward 0, which is no transition. Either way a truncated
-    step's reward gets gamma * V(final observation): the episode could have gone on.
+    Whatever order the groups come back in, each agent's steps go to its own row, in order. A truncated
+    step's reward gets gamma * V(final observation): the episode could have gone on (episode ends of either
+    autoreset kind: see EpisodeStats).
     """
     next_step_reset = vecenv.autoreset == "next_step"
     infos = []
@@ -483,23 +485,19 @@ def rollout(vecenv, policy: Policy, experience: Experience, stats: EpisodeStats,
         infos.extend(step_infos)
         agents = np.asarray(agents)
         dones = terminals | truncations
+        _, starting = stats.update(agents, rewards, dones, masks)
         with torch.inference_mode():
             obs_t = torch.as_tensor(obs, device=device)
-            carried = state = starting = None
-            if policy.lstm is not None:
-                # Each agent's state after its last step, zeroed where this observation begins an episode:
-                # with same-step reset that is after any end; with next-step reset, after the end last time.
-                agents_t = torch.as_tensor(agents, device=device)
+            carried = state = None
+            if policy.lstm is not None:  # each agent's state after its last step, zeroed where an episode begins
+                agents_t, starting = torch.as_tensor(agents, device=device), torch.as_tensor(starting, device=device)
                 carried = tuple(x[agents_t] for x in experience.state)
-                starting = torch.as_tensor(experience.episode_start[agents] if next_step_reset else dones, device=device)
                 state = tuple(x * (~starting).unsqueeze(-1) for x in carried)
             logits, values, next_state = policy.step(obs_t, state)
             actions, logprobs = sample_actions(logits)
             if policy.lstm is not None:
                 for stored, new in zip(experience.state, next_state):
                     stored[agents_t] = new
-                experience.episode_start[agents] = dones
-        stats.update(agents, rewards, dones)
 
         pending = experience.pending[agents]
         if pending.any():
@@ -522,9 +520,8 @@ def rollout(vecenv, policy: Policy, experience: Experience, stats: EpisodeStats,
                                     torch.as_tensor(truncations[pending], device=device, dtype=torch.float32),
                                     values[torch.as_tensor(pending)])
 
-        # The observation that ends an emulated episode is its last, not a state to act in. Absent agents
-        # (mask False) act on nothing either, but their steps are stored, flagged, and carry no loss.
-        stats.acting[agents] = masks & ~dones if next_step_reset else masks
+        # The observation that ends an emulated episode is not acted on, so it is no step. Absent agents'
+        # steps (mask False) are stored, flagged, and carry no loss.
         store = experience.row[agents] >= 0
         if next_step_reset:
             store &= ~(dones & masks)
@@ -684,27 +681,22 @@ def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device: torch
     lengths of those first episodes (Tetris: `episodes` games; mpe-spread: `episodes` envs of 3 agents).
     Tetris's own stats are means over all games that ended meanwhile."""
     vecenv = make_puffer_vecenv(args.env_id, "Serial", episodes, 1, 1, seed, max_ticks=args.max_ticks, log_interval=1)
-    stats, infos = EpisodeStats(vecenv.num_agents), []
+    stats, infos = EpisodeStats(vecenv.num_agents, vecenv.autoreset), []
     first_return, first_length = np.full(vecenv.num_agents, np.nan), np.zeros(vecenv.num_agents)
-    state, episode_start = policy.initial_state(vecenv.num_agents, device), np.zeros(vecenv.num_agents, dtype=bool)
+    state = policy.initial_state(vecenv.num_agents, device)
     try:
         vecenv.async_reset(seed)
         while np.isnan(first_return).any():
             obs, rewards, terminals, truncations, step_infos, agents, masks = vecenv.recv()
             infos.extend(step_infos)
-            dones = terminals | truncations
             ended_before = len(stats.returns)
-            ended = stats.update(np.asarray(agents), rewards, dones)
+            ended, starting = stats.update(np.asarray(agents), rewards, terminals | truncations, masks)
             for agent, ret, length in zip(ended, stats.returns[ended_before:], stats.lengths[ended_before:]):
                 if np.isnan(first_return[agent]):
                     first_return[agent], first_length[agent] = ret, length
-            stats.acting[agents] = masks & ~dones if vecenv.autoreset == "next_step" else masks
             with torch.inference_mode():  # the LSTM state carried through each episode, reset as in training
                 if state is not None:
-                    starting = episode_start[agents] if vecenv.autoreset == "next_step" else dones
-                    keep = torch.as_tensor(~starting, device=device).unsqueeze(-1)
-                    state = tuple(x * keep for x in state)
-                    episode_start[agents] = dones
+                    state = tuple(x * torch.as_tensor(~starting, device=device).unsqueeze(-1) for x in state)
                 logits, _, state = policy.step(torch.as_tensor(obs, device=device), state)
                 actions = logits.argmax(-1) if args.eval_actions == "greedy" else sample_actions(logits)[0]
             vecenv.send(actions.cpu().numpy().astype(np.int32))
@@ -716,10 +708,8 @@ def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device: torch
 
 
 def watch_tetris(policy: Policy, args: Args, seed: int, device: torch.device) -> None:
-    """One Tetris game drawn in the terminal, its last position included. The env starts the next game in
-    the step that ends one, so that position is drawn from the final observation ('#' locked, '@' the
-    last piece, the one that no longer fit after a game over)."""
-    from common.tetris import Tetris
+    """One Tetris game drawn in the terminal, its last position included (from the final observation: the
+    env starts the next game in the step that ends one)."""
     game = Tetris(num_envs=1, seed=seed, max_ticks=args.max_ticks, log_interval=1)
     game.reset(seed=seed)
     state = policy.initial_state(1, device)
@@ -731,12 +721,10 @@ def watch_tetris(policy: Policy, args: Args, seed: int, device: torch.device) ->
             action = logits.argmax(-1) if args.eval_actions == "greedy" else sample_actions(logits)[0]
         _, _, terminated, truncated, infos = game.step(action.cpu().numpy().astype(np.int32))
         if terminated[0] or truncated[0]:
-            cells = game.final_observations[0, :game.n_rows * game.n_cols].reshape(game.n_rows, game.n_cols)
-            grid = np.where(cells == 1.0, "#", np.where(cells > 0.0, "@", "."))
             end = "game over" if terminated[0] else f"truncated at --max-ticks {args.max_ticks}"
-            print("\033[H\033[2J" + "\n".join([f"|{''.join(row)}|" for row in grid] + ["+" + "-" * game.n_cols + "+"])
-                  + f"\n{end}: {infos[0]['ep_length']:.0f} steps, score {infos[0]['score']:.0f}, "
-                  f"lines {infos[0]['lines_deleted']:.0f}, return {infos[0]['ep_return']:.2f}", flush=True)
+            info = infos[0]
+            print("\033[H\033[2J" + game.render_final() + f"\n{end}: {info['ep_length']:.0f} steps, score "
+                  f"{info['score']:.0f}, lines {info['lines_deleted']:.0f}, return {info['ep_return']:.2f}", flush=True)
             return
 
 
@@ -907,8 +895,9 @@ def train(args: Args) -> dict:
         segments = batch_size // args.horizon
         update_size = batch_size * world.size  # agent steps per update, all ranks together
         if args.total_timesteps < update_size:
-            raise ValueError(f"--total-timesteps {args.total_timesteps} is less than one update ({world.size} ranks x "
-                             f"{batch_size} agent steps)")
+            ranks = f": {world.size} ranks x {batch_size:,}" if world.size > 1 else ""
+            raise ValueError(f"--total-timesteps {args.total_timesteps:,} is less than one update ({update_size:,} agent "
+                             f"steps{ranks}); pass at least {update_size:,}")
         num_updates = args.total_timesteps // update_size  # whole updates; said below when it rounds
         end_step = num_updates * update_size
         obs_dim, num_actions = vecenv.single_observation_space.shape[0], int(vecenv.single_action_space.n)
@@ -939,7 +928,7 @@ def train(args: Args) -> dict:
         checkpoint_path = os.path.join(run_dir, f"{args.exp_name}.pt")
         experience = Experience(segments, args.horizon, num_agents, obs_dim, device,
                                 state_size=args.lstm_hidden_size if args.lstm else 0)
-        stats = EpisodeStats(num_agents)
+        stats = EpisodeStats(num_agents, vecenv.autoreset)
         if main_rank:
             ranks = f"{world.size} ranks x " if world.size > 1 else ""
             print(f"run {run_name}: {args.env_id}, {num_agents} agents in {args.async_factor} group(s), {args.backend}"

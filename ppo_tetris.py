@@ -281,17 +281,6 @@ def merge_infos(infos: list) -> dict:
     return {key: sum(info[key] * info["n"] for info in infos) / total for key in infos[0] if key != "n"}
 
 
-def draw_final_position(game: Tetris, title: str) -> str:
-    """Game 0's last position, drawn from its final observation ('#' locked, '@' the last piece, '.' empty).
-
-    The env starts the next game in the same step that ends one, so render() would show the new game;
-    after a game over the final observation shows the piece that no longer fit drawn over the board.
-    """
-    cells = game.final_observations[0, :game.n_rows * game.n_cols].reshape(game.n_rows, game.n_cols)
-    grid = np.where(cells == 1.0, "#", np.where(cells > 0.0, "@", "."))
-    return "\n".join([f"|{''.join(row)}|" for row in grid] + ["+" + "-" * game.n_cols + "+", title])
-
-
 def play(agent: Agent, episodes: int, seed: int, max_ticks: int, device: torch.device,
          render_fps: Optional[float] = None) -> dict:
     """Plays `episodes` games, sampling from the policy as in training; arrays of per-game stats.
@@ -316,9 +305,9 @@ def play(agent: Agent, episodes: int, seed: int, max_ticks: int, device: torch.d
                 active.remove(i)
                 if render_fps and i == 0:
                     end = "game over" if terminated[0] else f"truncated at --max-ticks {max_ticks}"
-                    print("\033[H\033[2J" + draw_final_position(games[0], f"{end}: {infos[0]['ep_length']:.0f} steps, "
+                    print("\033[H\033[2J" + games[0].render_final() + f"\n{end}: {infos[0]['ep_length']:.0f} steps, "
                           f"score {infos[0]['score']:.0f}, lines {infos[0]['lines_deleted']:.0f}, "
-                          f"return {infos[0]['ep_return']:.2f}"), flush=True)
+                          f"return {infos[0]['ep_return']:.2f}", flush=True)
     return {key: np.array([s[key] for s in stats]) for key in ("ep_return", "ep_length", "lines_deleted", "score")}
 
 

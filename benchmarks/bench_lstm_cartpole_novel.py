@@ -3,14 +3,18 @@ sb3-contrib's RecurrentPPO with RL Zoo's tuned CartPoleNoVel-v1 settings, and th
 
     pip install -e ".[bench]"          # stable-baselines3, sb3-contrib
     python benchmarks/bench_lstm_cartpole_novel.py --seeds 1 2 3 4 5
+    python benchmarks/bench_lstm_cartpole_novel.py --learners lstm --seeds 11 12 13 14 15 16 17 18 --set gamma=0.99
 
 Every learner: 100k steps; every ~10k steps a deterministic evaluation of 10 episodes on a separate env,
 the LSTM state carried through each episode (and, for sb3-contrib, VecNormalize's statistics frozen).
 Reported per seed: the first step with eval >= 475, the step after which every eval stays >= 475 ("stable
 solve"), the final eval, and training SPS (wall time minus evaluation). One run, same machine.
+--set NAME=VALUE changes one of our flags from its cartpole-novel default (a tuning sweep); evaluations stay
+every 10k steps whatever the batch size.
 """
 
 import argparse
+import ast
 import os
 import sys
 import tempfile
@@ -26,8 +30,13 @@ from common.envs import make_cartpole_novel  # noqa: E402
 TOTAL, EVAL_EVERY, EVAL_EPISODES = 100_000, 10_000, 10
 
 
-def ours(seed, lstm):
-    """Our defaults for cartpole-novel (8 envs x 25 steps = 200 per update): eval every 50 updates (10,000 steps)."""
+def ours(seed, lstm, changes=None):
+    """Our defaults for cartpole-novel (8 envs x 25 steps = 200 per update) with `changes`: an eval every
+    10,000 steps."""
+    args = ppo_puffer_async.with_env_defaults(ppo_puffer_async.Args(env_id="cartpole-novel", **(changes or {})))
+    batch = args.batch_size or args.num_envs * args.horizon
+    if EVAL_EVERY % batch:
+        raise SystemExit(f"--set: an update of {batch} steps does not divide the {EVAL_EVERY:,}-step eval interval")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     with tempfile.TemporaryDirectory() as tmp:
         cwd = os.getcwd()
@@ -35,8 +44,8 @@ def ours(seed, lstm):
         try:
             start = time.perf_counter()
             result = ppo_puffer_async.train(ppo_puffer_async.Args(
-                env_id="cartpole-novel", seed=seed, lstm=lstm, total_timesteps=TOTAL, eval_freq=50,
-                eval_episodes=EVAL_EPISODES, checkpoint_freq=0))
+                env_id="cartpole-novel", seed=seed, lstm=lstm, total_timesteps=TOTAL, eval_freq=EVAL_EVERY // batch,
+                eval_episodes=EVAL_EPISODES, checkpoint_freq=0, **(changes or {})))
             wall = time.perf_counter() - start
             events = EventAccumulator(result["run_dir"], size_guidance={"scalars": 0})
             events.Reload()
@@ -103,13 +112,25 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--learners", nargs="+", default=["lstm", "sb3-contrib", "mlp"])
+    parser.add_argument("--set", nargs="+", default=[], metavar="NAME=VALUE",
+                        help="our flags changed from the cartpole-novel defaults, e.g. learning_rate=1e-3 gamma=0.99")
     opts = parser.parse_args()
-    print(f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, torch {torch.__version__}, {TOTAL:,} steps per run")
+    changes = {}
+    for item in opts.set:
+        name, _, value = item.partition("=")
+        if name not in ppo_puffer_async.Args.__dataclass_fields__ or not value:
+            raise SystemExit(f"--set {item}: expected NAME=VALUE with NAME a field of ppo_puffer_async.Args")
+        try:
+            changes[name] = ast.literal_eval(value)  # numbers, True/False, None
+        except (ValueError, SyntaxError):
+            changes[name] = value  # a word, e.g. advantage=lambda-return
+    print(f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, torch {torch.__version__}, {TOTAL:,} steps per run"
+          + (f"; ours with {changes}" if changes else ""))
     print("| learner | seed | first eval >= 475 | stable solve | final eval | train SPS |")
     print("|---|---|---|---|---|---|")
     for seed in opts.seeds:
         for learner in opts.learners:
-            evals, sps, _ = (sb3_contrib(seed) if learner == "sb3-contrib" else ours(seed, lstm=learner == "lstm"))
+            evals, sps, _ = (sb3_contrib(seed) if learner == "sb3-contrib" else ours(seed, learner == "lstm", changes))
             first, stable, final = summary(evals)
             cells = [f"{x:,}" if x is not None else "-" for x in (first, stable)]
             print(f"| {learner} | {seed} | {cells[0]} | {cells[1]} | {final:.0f} | {sps:,.0f} |", flush=True)

@@ -49,7 +49,7 @@ def rollout_sps(env_id, backend, async_factor, num_workers, seconds):
         policy = ppo_puffer_async.Policy(obs_dim, num_actions, args.hidden_size)
         experience = ppo_puffer_async.Experience(vecenv.num_agents, args.horizon, vecenv.num_agents, obs_dim,
                                                  torch.device("cpu"))
-        stats = ppo_puffer_async.EpisodeStats(vecenv.num_agents)
+        stats = ppo_puffer_async.EpisodeStats(vecenv.num_agents, vecenv.autoreset)
         timers = dict(env=0.0, inference=0.0)
         vecenv.async_reset(1)
         ppo_puffer_async.rollout(vecenv, policy, experience, stats, 0.99, 1.0, None, torch.device("cpu"), timers)  # warm-up

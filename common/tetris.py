@@ -272,6 +272,16 @@ class Tetris(pufferlib.PufferEnv):
         lines = [f"|{''.join(r)}|  {side[i] if i < len(side) else ''}".rstrip() for i, r in enumerate(grid)]
         return "\n".join(lines + ["+" + "-" * self.n_cols + "+"])
 
+    def render_final(self, env=0):
+        """Game `env`'s last position, drawn from its final observation ('#' locked, '@' the last piece).
+
+        The env starts the next game in the same step that ends one, so render() would show the new game;
+        after a game over the final observation shows the piece that no longer fit drawn over the board.
+        """
+        cells = self.final_observations[env, :self.n_rows * self.n_cols].reshape(self.n_rows, self.n_cols)
+        grid = np.where(cells == 1.0, "#", np.where(cells > 0.0, "@", "."))
+        return "\n".join([f"|{''.join(row)}|" for row in grid] + ["+" + "-" * self.n_cols + "+"])
+
     # ----- game mechanics -----
 
     def _check_actions(self, actions):

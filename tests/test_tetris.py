@@ -198,6 +198,12 @@ def test_game_over_when_the_spawn_overlaps():
     assert env.observations[0, :200].sum() == 4 * 0.5
     # The last observation shows the locked O (a piece that did not fit is drawn over the board).
     assert env.final_observations[0, :200].reshape(20, 10)[18:, :2].tolist() == [[1.0, 1.0], [1.0, 1.0]]
+    # render_final draws that last position, not the new game render() would show
+    drawn = env.render_final().splitlines()
+    assert len(drawn) == 21 and drawn[-1] == "+----------+"
+    assert drawn[18] == drawn[19] == "|##........|"  # the O that landed
+    assert drawn[0] == drawn[1] == "|.....@@...|"  # the O that no longer fit, drawn over the cell it hit
+    assert "#" not in env.render().split("\n")[19]
 
 
 def test_no_game_over_when_the_spawn_is_free():
