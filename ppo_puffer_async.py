@@ -696,7 +696,8 @@ def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device: torch
                     first_return[agent], first_length[agent] = ret, length
             with torch.inference_mode():  # the LSTM state carried through each episode, reset as in training
                 if state is not None:
-                    state = tuple(x * torch.as_tensor(~starting, device=device).unsqueeze(-1) for x in state)
+                    keep = torch.as_tensor(~starting, device=device).unsqueeze(-1)
+                    state = tuple(x * keep for x in state)
                 logits, _, state = policy.step(torch.as_tensor(obs, device=device), state)
                 actions = logits.argmax(-1) if args.eval_actions == "greedy" else sample_actions(logits)[0]
             vecenv.send(actions.cpu().numpy().astype(np.int32))

@@ -28,6 +28,7 @@ import ppo_puffer_async  # noqa: E402
 from common.envs import make_cartpole_novel  # noqa: E402
 
 TOTAL, EVAL_EVERY, EVAL_EPISODES = 100_000, 10_000, 10
+FIXED = ("env_id", "seed", "lstm", "total_timesteps", "eval_freq", "eval_episodes", "checkpoint_freq")  # not for --set
 
 
 def ours(seed, lstm, changes=None):
@@ -120,6 +121,8 @@ def main():
         name, _, value = item.partition("=")
         if name not in ppo_puffer_async.Args.__dataclass_fields__ or not value:
             raise SystemExit(f"--set {item}: expected NAME=VALUE with NAME a field of ppo_puffer_async.Args")
+        if name in FIXED:
+            raise SystemExit(f"--set {name}: the benchmark sets it itself (the seed: --seeds; the LSTM: --learners)")
         try:
             changes[name] = ast.literal_eval(value)  # numbers, True/False, None
         except (ValueError, SyntaxError):
