@@ -1,25 +1,21 @@
-"""Synchronous A2C (Mnih et al. 2016, as in Stable-Baselines3 and skrl) on Gymnasium CartPole-v1.
+"""Synchronous A2C (Mnih et al. 2016, as in Stable-Baselines3 and skrl's A2C) on Gymnasium CartPole-v1.
 
-Read top to bottom: Args, network (with one flat weight buffer), observation normalization, rollout,
-GAE, loss, evaluation, train().
-What this file gets right that popular A2C code often does not:
-  * Gymnasium 1.x vector envs reset on the *next* step by default; ours (common/envs.py) resets in
-    the same step, as gymnasium's SAME_STEP mode does, and hands over the true final observation
-    in `info["final_obs"]`.
-  * Time-limit truncation is not termination: the truncated step's reward gets `gamma * V(final_obs)`
-    folded in (as SB3 does), termination bootstraps nothing.
-  * Evaluation uses the training run's observation statistics, frozen, never its own.
+Read top to bottom: Args, network (with one flat weight buffer), observation normalization, rollout, GAE,
+loss, evaluation, train(). The run's plumbing (checkpoints, --resume, Ctrl-C, torchrun) is common/run.py's;
+everything that learns is here. What this file gets right that popular A2C code often does not:
+  * Gymnasium 1.x vector envs reset on the *next* step by default; ours (common/envs.py) resets in the same
+    step, as gymnasium's SAME_STEP mode does, and hands over the true final observation;
+  * time-limit truncation is not termination: the truncated step's reward gets `gamma * V(final_obs)`
+    folded in (as SB3 does), termination bootstraps nothing;
+  * evaluation uses the training run's observation statistics, frozen, never its own.
 
     python a2c_cartpole.py                        # trains CartPole-v1, evaluates as it goes
     python a2c_cartpole.py --env-id Acrobot-v1 --total-timesteps 500000
-    python a2c_cartpole.py --save-model           # writes runs/<run>/a2c_cartpole.pt (Ctrl-C always does)
     python a2c_cartpole.py --eval-checkpoint runs/<run>/a2c_cartpole.pt --eval-episodes 20
 """
 
-import math
-import os
+import dataclasses
 import random
-import time
 from dataclasses import dataclass
 from typing import Literal, Optional
 
@@ -27,29 +23,20 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
-import tyro
 
-from common.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from common.envs import finished_episodes, make_gym_vector_env
-from common.logs import Progress, make_run_name, make_writer
+from common.run import Run, RunArgs, cli, load_weights, open_checkpoint, report
 
 
 @dataclass
-class Args:
-    exp_name: str = "a2c_cartpole"
-    """the name of this experiment (part of the run name)"""
+class Args(RunArgs):
+    # The run's flags (--seed, --device, --checkpoint-freq, --resume, --eval-checkpoint, ...) are RunArgs's.
     env_id: str = "CartPole-v1"
     """the Gymnasium env id (flat Box observations, Discrete actions)"""
-    seed: int = 1
-    """seed of the experiment (torch, numpy, envs)"""
-    device: Literal["cpu", "cuda", "auto"] = "cpu"
-    """where the network runs; a 64-unit MLP on batches of 16 is faster on the CPU than a GPU round trip"""
-    torch_threads: int = 1
-    """torch CPU threads (a tiny MLP runs fastest on one)"""
-    total_timesteps: int = 100_000
-    """total environment steps of training"""
+    total_timesteps: Optional[int] = None
+    """total environment steps of training (default 100,000; on --resume: the saved total)"""
     num_envs: int = 16
-    """the number of parallel environments"""
+    """the number of parallel environments (per rank under torchrun)"""
     num_steps: int = 5
     """the rollout length: steps per env per update (SB3's n_steps)"""
     learning_rate: float = 1e-3
@@ -81,33 +68,26 @@ class Args:
     log_freq: int = 10
     """write training scalars (means of the episodes finished since the last write) every this many updates"""
     eval_freq: int = 50
-    """evaluate every this many updates (0: never)"""
+    """evaluate every this many updates and after the last one (0: only after the last)"""
     eval_episodes: int = 10
     """episodes per deterministic (argmax) evaluation"""
-    save_model: bool = False
-    """save weights, observation statistics and args to runs/<run_name>/a2c_cartpole.pt at the end (Ctrl-C always saves)"""
-    eval_checkpoint: Optional[str] = None
-    """load this checkpoint and only evaluate it (prints mean/std over --eval-episodes)"""
+    checkpoint_freq: int = 500
+    """save runs/<run>/a2c_cartpole.pt every this many updates (0: only at the end and on Ctrl-C)"""
 
 
-# 128 + SIGINT: what a shell reports for a program stopped by Ctrl-C, so a calling script can tell an
-# interrupted run (model saved) from a finished one.
-EXIT_INTERRUPTED = 130
+DEFAULT_TOTAL_TIMESTEPS = 100_000
 
 
 def validate_args(args: Args) -> None:
     """Bad flags fail here, before any env or network is built, naming the flag to change."""
     for flag, value in [("--num-envs", args.num_envs), ("--num-steps", args.num_steps),
                         ("--mini-batches", args.mini_batches), ("--hidden-size", args.hidden_size),
-                        ("--eval-episodes", args.eval_episodes), ("--torch-threads", args.torch_threads),
                         ("--log-freq", args.log_freq)]:
         if value < 1:
             raise ValueError(f"{flag} must be at least 1 (got {value})")
     batch_size = args.num_envs * args.num_steps
     if batch_size % args.mini_batches:
         raise ValueError(f"--mini-batches {args.mini_batches} must divide num_envs * num_steps = {batch_size}")
-    if args.total_timesteps < batch_size:
-        raise ValueError(f"--total-timesteps {args.total_timesteps} is less than one update ({batch_size} steps)")
     if args.learning_rate <= 0:
         raise ValueError(f"--learning-rate must be positive (got {args.learning_rate})")
 
@@ -119,7 +99,7 @@ def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.
 
 
 class Agent(nn.Module):
-    """Shared MLP backbone with a policy head and a value head (seed 000's ActorCriticNet)."""
+    """Shared MLP backbone with a policy head and a value head (an A2C walkthrough's ActorCriticNet)."""
 
     def __init__(self, obs_dim: int, num_actions: int, hidden_size: int):
         super().__init__()
@@ -281,123 +261,91 @@ def a2c_loss(logprobs: torch.Tensor, entropy: torch.Tensor, new_values: torch.Te
 
 
 def evaluate(agent: Agent, env_id: str, obs_rms: Optional[RunningMeanStd], episodes: int, seed: int,
-             device: torch.device) -> np.ndarray:
-    """Returns of `episodes` deterministic (argmax) episodes on a fresh env, stats frozen."""
+             device: torch.device) -> dict:
+    """Returns and lengths of `episodes` deterministic (argmax) episodes on a fresh env, stats frozen."""
     env = gym.make(env_id)
-    episode_returns = []
+    returns, lengths = [], []
     try:
         for episode in range(episodes):
             obs, _ = env.reset(seed=seed + episode)
-            done, total = False, 0.0
+            done, total, length = False, 0.0, 0
             while not done:
                 with torch.inference_mode():
                     logits, _ = agent(torch.as_tensor(normalize_obs(obs[None], obs_rms), device=device))
                 action = logits.argmax(dim=-1)
                 obs, reward, terminated, truncated, _ = env.step(action.item())
-                total += float(reward)
+                total, length = total + float(reward), length + 1
                 done = terminated or truncated
-            episode_returns.append(total)
+            returns.append(total)
+            lengths.append(length)
     finally:
         env.close()
-    return np.array(episode_returns)
+    return {"return": np.array(returns), "length": np.array(lengths)}
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda was asked for but torch sees no CUDA GPU; use --device cpu")
-    return torch.device(name)
+def load_obs_rms(state: Optional[dict]) -> Optional[RunningMeanStd]:
+    if state is None:
+        return None
+    obs_rms = RunningMeanStd()
+    obs_rms.load_state_dict(state)
+    return obs_rms
 
 
-def evaluate_checkpoint(args: Args, device: torch.device) -> None:
-    try:
-        ckpt = load_checkpoint(args.eval_checkpoint, required_keys=("model", "obs_rms", "args"))
-    except CheckpointError as e:
-        raise ValueError(f"--eval-checkpoint: {e}; pass a runs/<run>/a2c_cartpole.pt that this script saved") from None
-    saved = ckpt["args"]
-    probe = gym.make(saved["env_id"])
-    agent = Agent(probe.observation_space.shape[0], probe.action_space.n, saved["hidden_size"]).to(device)
+def evaluate_checkpoint(args: Args) -> dict:
+    """--eval-checkpoint: --eval-episodes deterministic episodes with the run's frozen observation statistics."""
+    ckpt, args, device = open_checkpoint("a2c_cartpole", Args, args, required=("obs_rms",))
+    probe = gym.make(args.env_id)
+    agent = Agent(probe.observation_space.shape[0], probe.action_space.n, args.hidden_size).to(device)
     probe.close()
-    try:
-        agent.load_state_dict(ckpt["model"])
-    except RuntimeError as e:
-        raise ValueError(f"--eval-checkpoint {args.eval_checkpoint}: weights do not fit the network "
-                         f"({str(e).splitlines()[0]})") from None
-    obs_rms = None
-    if ckpt["obs_rms"] is not None:
-        obs_rms = RunningMeanStd()
-        obs_rms.load_state_dict(ckpt["obs_rms"])
-    returns = evaluate(agent, saved["env_id"], obs_rms, args.eval_episodes, args.seed + 10_000, device)
-    spread = f" +/- {returns.std():.1f}" if len(returns) > 1 else ""  # one episode has no spread to report
-    print(f"{saved['env_id']}: return {returns.mean():.1f}{spread} over {len(returns)} "
-          f"episode{'s' if len(returns) > 1 else ''}")
+    load_weights(agent, ckpt, "--eval-checkpoint", args.eval_checkpoint)
+    stats = evaluate(agent, args.env_id, load_obs_rms(ckpt["obs_rms"]), args.eval_episodes, args.seed + 10_000, device)
+    episodes = args.eval_episodes
+    report(f"{args.eval_checkpoint} ({args.env_id}, step {ckpt['global_step']:,}), {episodes} "
+           f"episode{'s' if episodes > 1 else ''} (greedy actions):", stats)
+    return stats
 
 
 def train(args: Args) -> dict:
-    device = resolve_device(args.device)
-    # A 64-unit MLP is too small to gain from intra-op threads; one thread also leaves the other
-    # core to the envs and evaluation.
-    torch.set_num_threads(args.torch_threads)
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
-    batch_size = args.num_envs * args.num_steps
-    num_updates = args.total_timesteps // batch_size
-
-    envs = make_gym_vector_env(args.env_id, args.num_envs)
-    obs_dim, num_actions = envs.single_observation_space.shape[0], envs.single_action_space.n
-    agent = Agent(obs_dim, num_actions, args.hidden_size).to(device)
-    flat_params = flatten_parameters(agent)
-    if args.optimizer == "rmsprop":
-        optimizer = torch.optim.RMSprop([flat_params], lr=args.learning_rate, alpha=0.99, eps=1e-5)
-    else:
-        optimizer = torch.optim.Adam([flat_params], lr=args.learning_rate, eps=1e-5)
-    obs_rms = RunningMeanStd((obs_dim,)) if args.norm_obs else None
-    # Why --reward-scale 0.1: CartPole's discounted returns reach ~100. With a shared backbone the
-    # value loss on targets that large swamps the policy gradient in the shared layers and in the
-    # global norm clip: measured here, deterministic eval then stalls at 100-250 for 100k+ steps.
-    storage = make_storage(args.num_steps, args.num_envs, obs_dim)
-    reward_threshold = gym.spec(args.env_id).reward_threshold
-
-    run_name = make_run_name(args.env_id, args.exp_name, args.seed)
-    run_dir = os.path.join("runs", run_name)
-    writer = make_writer(run_dir, args)
-    print(f"run {run_name}: {num_updates} updates of {batch_size} steps on {device}; tensorboard --logdir runs",
-          flush=True)
-    if num_updates * batch_size != args.total_timesteps:
-        print(f"training to step {num_updates * batch_size:,}: {num_updates:,} updates of {batch_size:,} steps "
-              f"(--total-timesteps {args.total_timesteps:,} rounded down to whole updates)", flush=True)
-
-    checkpoint_path = os.path.join(run_dir, f"{args.exp_name}.pt")
-
-    def save() -> None:
-        save_checkpoint(checkpoint_path, {"model": agent.state_dict(), "args": vars(args), "global_step": global_step,
-                                          "obs_rms": obs_rms.state_dict() if obs_rms else None})
-
-    raw_obs, _ = envs.reset(seed=args.seed)
-    if obs_rms is not None:
-        obs_rms.update(raw_obs)
-    next_obs = normalize_obs(raw_obs, obs_rms)
-    global_step, recent_returns, finished_returns, finished_lengths = 0, [], [], []
-    eval_mean, solved_at, eval_history = None, None, []
-    progress = Progress(num_updates * batch_size)
-    # Training SPS counts all wall time but evaluation's (acting, learning, logging), as we measure SB3's.
-    start_time, eval_time = time.perf_counter(), 0.0
-
-    def training_sps() -> float:
-        return global_step / max(time.perf_counter() - start_time - eval_time, 1e-9)
-
-    interrupted = False
-    try:
-        for update in range(1, num_updates + 1):
+    with Run("a2c_cartpole", args, required=("obs_rms",)) as run:
+        args = run.args
+        if args.total_timesteps is None:
+            args = dataclasses.replace(args, total_timesteps=DEFAULT_TOTAL_TIMESTEPS)
+        validate_args(args)
+        random.seed(run.seed)
+        np.random.seed(run.seed)
+        device = run.device
+        envs = run.closing(make_gym_vector_env(args.env_id, args.num_envs))
+        obs_dim, num_actions = envs.single_observation_space.shape[0], envs.single_action_space.n
+        agent = Agent(obs_dim, num_actions, args.hidden_size).to(device)
+        flat_params = flatten_parameters(agent)
+        if args.optimizer == "rmsprop":
+            optimizer = torch.optim.RMSprop([flat_params], lr=args.learning_rate, alpha=0.99, eps=1e-5)
+        else:
+            optimizer = torch.optim.Adam([flat_params], lr=args.learning_rate, eps=1e-5)
+        obs_rms = RunningMeanStd((obs_dim,)) if args.norm_obs else None
+        batch_size = args.num_envs * args.num_steps  # per rank
+        run.begin(args, agent, optimizer, batch_size, f"{args.env_id}, {args.num_envs} envs x {args.num_steps} steps",
+                  state=lambda: {"obs_rms": obs_rms.state_dict() if obs_rms else None})
+        if run.checkpoint is not None:
+            obs_rms = load_obs_rms(run.checkpoint["obs_rms"])
+        # Why --reward-scale 0.1: CartPole's discounted returns reach ~100. With a shared backbone the
+        # value loss on targets that large swamps the policy gradient in the shared layers and in the
+        # global norm clip: measured here, deterministic eval then stalls at 100-250 for 100k+ steps.
+        storage = make_storage(args.num_steps, args.num_envs, obs_dim)
+        reward_threshold = gym.spec(args.env_id).reward_threshold
+        raw_obs, _ = envs.reset(seed=run.seed + run.start_update - 1)  # a resumed run plays fresh episodes
+        if obs_rms is not None:
+            obs_rms.update(raw_obs)
+        next_obs = normalize_obs(raw_obs, obs_rms)
+        recent_returns, finished_returns, finished_lengths = [], [], []
+        solved_at, eval_history = None, []
+        for update in run.updates():
             if args.anneal_lr:
-                optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - (update - 1.0) / num_updates)
+                optimizer.param_groups[0]["lr"] = run.annealed_lr()
 
             next_obs, ep_returns, ep_lengths = collect_rollout(
                 envs, agent, obs_rms, args.reward_scale, next_obs, storage, args.gamma, device)
             batch = {key: torch.as_tensor(array, device=device) for key, array in storage.items()}  # CPU: no copy
-            global_step += batch_size
             with torch.inference_mode():
                 next_value = agent.get_value(torch.as_tensor(next_obs, device=device))
             advantages, returns = compute_gae(batch["rewards"], batch["values"], batch["dones"], next_value,
@@ -417,12 +365,9 @@ def train(args: Args) -> dict:
                     mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
                 loss, policy_loss, value_loss, entropy_mean = a2c_loss(
                     logprobs, entropy, new_values, mb_advantages, b_returns[indices], args.vf_coef, args.ent_coef)
-                if not math.isfinite(loss.item()):
-                    raise FloatingPointError(
-                        f"loss became {loss.item()} at update {update} (step {global_step}); "
-                        "lower --learning-rate or --max-grad-norm, or enable --norm-obs")
                 flat_params.grad.zero_()
                 loss.backward()
+                run.allreduce_gradients([flat_params], loss)  # torchrun: averaged over ranks; stops on NaN
                 # clip_grad_norm_'s math on our one gradient tensor, without its per-call bookkeeping.
                 grad_norm = flat_params.grad.norm()
                 flat_params.grad.mul_(torch.clamp(args.max_grad_norm / (grad_norm + 1e-6), max=1.0))
@@ -433,68 +378,32 @@ def train(args: Args) -> dict:
             finished_lengths += ep_lengths
             # A TensorBoard scalar costs ~60 us, a whole env step ~10 us: we write means every
             # --log-freq updates rather than one scalar per episode.
-            if update % args.log_freq == 0 or update == num_updates:
-                if finished_returns:
-                    writer.add_scalar("charts/episodic_return", np.mean(finished_returns), global_step)
-                    writer.add_scalar("charts/episodic_length", np.mean(finished_lengths), global_step)
-                    finished_returns, finished_lengths = [], []
+            if update % args.log_freq == 0 or update == run.num_updates:
+                finished_returns, finished_lengths, recent = run.gather(finished_returns, finished_lengths,
+                                                                        recent_returns)
                 y_pred, y_true = batch["values"].reshape(-1), b_returns
                 var_y = y_true.var()
                 explained_var = float("nan") if var_y == 0 else (1 - (y_true - y_pred).var() / var_y).item()
-                writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-                writer.add_scalar("charts/SPS", training_sps(), global_step)
-                writer.add_scalar("losses/policy_loss", policy_loss.item(), global_step)
-                writer.add_scalar("losses/value_loss", value_loss.item(), global_step)
-                writer.add_scalar("losses/entropy", entropy_mean.item(), global_step)
-                writer.add_scalar("losses/explained_variance", explained_var, global_step)
-                writer.add_scalar("losses/grad_norm", grad_norm.item(), global_step)
-
-            if args.eval_freq and (update % args.eval_freq == 0 or update == num_updates):
-                eval_start = time.perf_counter()
-                eval_returns = evaluate(agent, args.env_id, obs_rms, args.eval_episodes, args.seed + 10_000, device)
-                eval_time += time.perf_counter() - eval_start
-                eval_mean = float(eval_returns.mean())
-                eval_history.append((global_step, eval_mean))
-                writer.add_scalar("eval/return_mean", eval_mean, global_step)
-                writer.add_scalar("eval/return_std", float(eval_returns.std()), global_step)
-                if solved_at is None and reward_threshold is not None and eval_mean >= reward_threshold:
-                    solved_at = global_step
-                    print(f"solved: eval return {eval_mean:.1f} >= {reward_threshold} at step {global_step:,}")
-            progress.update(global_step, update=update, SPS_train=round(training_sps()),
-                            ret=sum(recent_returns) / len(recent_returns) if recent_returns else None, eval=eval_mean)
-    except KeyboardInterrupt:
-        # Saved whatever --save-model says: minutes of training should not be lost to one keypress.
-        interrupted = True
-    finally:
-        if args.save_model or interrupted:
-            save()
-        envs.close()
-        writer.close()
-    sps = training_sps()
-    if interrupted:
-        print(f"interrupted at step {global_step:,}: saved {checkpoint_path}, envs closed", flush=True)
-    else:
-        last_eval = "none" if eval_mean is None else f"{eval_mean:.1f}"
-        saved = f"; saved {checkpoint_path}" if args.save_model else ""
-        print(f"done: {global_step:,} steps, training SPS {sps:,.0f} (evaluation excluded), last eval {last_eval}{saved}")
-    return {"global_step": global_step, "sps": sps, "eval_history": eval_history, "solved_at": solved_at,
-            "run_dir": run_dir, "interrupted": interrupted}
+                scalars = {"charts/learning_rate": optimizer.param_groups[0]["lr"],
+                           "losses/policy_loss": policy_loss.item(), "losses/value_loss": value_loss.item(),
+                           "losses/entropy": entropy_mean.item(), "losses/explained_variance": explained_var,
+                           "losses/grad_norm": grad_norm.item()}
+                if finished_returns:
+                    scalars["charts/episodic_return"] = np.mean(finished_returns)
+                    scalars["charts/episodic_length"] = np.mean(finished_lengths)
+                    finished_returns, finished_lengths = [], []
+                run.log(scalars, ret=float(np.mean(recent)) if recent else None)
+            if run.eval_due():
+                run.evaluate(evaluate, agent, args.env_id, obs_rms, args.eval_episodes, args.seed + 10_000, device)
+                eval_history.append((run.global_step, run.last_eval))
+                if solved_at is None and reward_threshold is not None and run.last_eval >= reward_threshold:
+                    solved_at = run.global_step
+                    print(f"solved: eval return {run.last_eval:.1f} >= {reward_threshold} at step {solved_at:,}")
+    return run.summary(policy=agent, eval_history=eval_history, solved_at=solved_at)
 
 
 def main(argv=None) -> None:
-    args = tyro.cli(Args, args=argv)
-    try:
-        validate_args(args)
-        device = resolve_device(args.device)
-        if args.eval_checkpoint:
-            evaluate_checkpoint(args, device)
-        elif train(args)["interrupted"]:  # train() saved, closed the envs and said so
-            raise SystemExit(EXIT_INTERRUPTED)
-    except (ValueError, FloatingPointError) as e:
-        raise SystemExit(f"error: {e}") from None
-    except KeyboardInterrupt:  # while starting up or evaluating a checkpoint: there is nothing to save
-        print("\ninterrupted: nothing to save", flush=True)
-        raise SystemExit(EXIT_INTERRUPTED) from None
+    cli(Args, train, evaluate_checkpoint, argv)
 
 
 if __name__ == "__main__":

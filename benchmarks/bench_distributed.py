@@ -64,10 +64,11 @@ def allreduce_vs_ddp(iters: int = 200) -> None:
 
     sys.path.insert(0, ROOT)
     import ppo_puffer_async
+    from common.distributed import World, allreduce_mean
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
-    world = ppo_puffer_async.World(dist.get_rank(), dist.get_world_size())
+    world = World(dist.get_rank(), dist.get_world_size())
     obs = torch.randn(4096, 234)  # a Tetris minibatch per rank: 512 games x 64 steps / 8
 
     class Forward(torch.nn.Module):  # DDP needs forward(): ours calls unroll()
@@ -91,7 +92,7 @@ def allreduce_vs_ddp(iters: int = 200) -> None:
             policy.zero_grad(set_to_none=True)
             model(obs).backward()
             if name == "flat all_reduce":
-                ppo_puffer_async.allreduce_mean(list(policy.parameters()), torch.zeros(2), world)
+                allreduce_mean(list(policy.parameters()), torch.zeros(2), world)
         results[name] = (time.perf_counter() - start) / iters * 1e3
         dist.barrier()
     if world.rank == 0:

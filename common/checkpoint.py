@@ -1,9 +1,10 @@
 """Atomic checkpoint files with clear errors.
 
 A checkpoint is a plain dict saved with `torch.save`. It is written to a temporary file in the same
-directory and moved into place with `os.replace`, so a crash or Ctrl-C mid-write never leaves a
-truncated file where a good one used to be. Loading uses `weights_only=True`: store tensors and
-plain Python values (ints, floats, strings, lists, dicts) only.
+directory and moved into place with `os.replace`, so a crash, a Ctrl-C or a full disk mid-write never
+leaves a truncated file where a good one used to be. Loading uses `weights_only=True`: store tensors and
+plain Python values (ints, floats, strings, lists, dicts) only. Each checkpoint names the script that
+wrote it, so a checkpoint given to another script is a one-line error that names the right one.
 """
 
 import os
@@ -19,14 +20,23 @@ class CheckpointError(Exception):
     """The checkpoint is missing, unreadable, or not one this script wrote."""
 
 
+class SaveError(Exception):
+    """A checkpoint could not be written (e.g. the disk is full); the file it would replace is intact."""
+
+
 NOT_TORCH = "is not a torch checkpoint file"
+SCRIPTS = ("a2c_cartpole", "ppo_tetris", "ppo_puffer_async")
+RESUME_KEYS = ("model", "optimizer", "args", "global_step", "update", "run_name", "torch_rng_state")
 
 
 def save_checkpoint(path: str, payload: dict) -> None:
+    """Writes `payload` to `path` atomically; an OS error (a full disk, no permission) is a SaveError with
+    one line, the temporary file removed and any previous file at `path` untouched."""
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp_path = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".pt")
+    tmp_path = None
     try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp_path = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".pt")
         with os.fdopen(fd, "wb") as f:
             torch.save(payload, f)
             f.flush()
@@ -35,10 +45,31 @@ def save_checkpoint(path: str, payload: dict) -> None:
         os.umask(umask)
         os.chmod(tmp_path, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
         os.replace(tmp_path, path)
-    except BaseException:
-        if os.path.exists(tmp_path):
+    except BaseException as e:
+        if tmp_path is not None and os.path.exists(tmp_path):
             os.remove(tmp_path)
-        raise
+        # torch.save reports a failed write as a RuntimeError raised while handling the OSError.
+        cause = e
+        while cause is not None and not isinstance(cause, OSError):
+            cause = cause.__context__
+        if cause is None:
+            raise
+        reason = f"[Errno {cause.errno}] {cause.strerror}" if cause.errno else str(cause)
+        raise SaveError(f"could not save {path}: {reason}") from None
+
+
+def saved_by(payload: dict):
+    """The script that wrote a checkpoint: its "script" entry, or, for older files, told from its flags."""
+    if "script" in payload:
+        return payload["script"]
+    args = payload.get("args") if isinstance(payload.get("args"), dict) else {}
+    if "obs_rms" in payload:
+        return "a2c_cartpole"
+    if "horizon" in args:
+        return "ppo_puffer_async"
+    if "num_steps" in args:
+        return "ppo_tetris"
+    return None
 
 
 def describe_unreadable(path: str, error: Exception) -> str:
@@ -87,8 +118,28 @@ def load_checkpoint(path: str, required_keys=(), map_location="cpu") -> dict:
         raise CheckpointError(f"checkpoint {path} {describe_unreadable(path, e)}") from e
     if not isinstance(payload, dict):
         raise CheckpointError(f"checkpoint {path} holds a {type(payload).__name__}, not the dict these scripts save")
+    check_keys(path, payload, required_keys)
+    return payload
+
+
+def check_keys(path: str, payload: dict, required_keys) -> None:
     missing = [k for k in required_keys if k not in payload]
     if missing:
         raise CheckpointError(f"checkpoint {path} lacks the entries {', '.join(missing)}: "
                               "it was not written by this script")
-    return payload
+
+
+def load_run_checkpoint(path: str, script: str, flag: str, resume: bool, required=()) -> dict:
+    """A checkpoint `script` saved, for `flag` (--resume needs the whole run, --eval-checkpoint the model and
+    its flags); anything else is a ValueError with one line that names the flag, and the right script when
+    another one wrote the file."""
+    try:
+        payload = load_checkpoint(path)
+        other = saved_by(payload)
+        if other in SCRIPTS and other != script:
+            raise ValueError(f"{flag}: {path} was saved by {other}.py, not {script}.py; "
+                             f"use python {other}.py {flag} {path}")
+        check_keys(path, payload, (RESUME_KEYS if resume else ("model", "args")) + tuple(required))
+        return payload
+    except CheckpointError as e:
+        raise ValueError(f"{flag}: {e}; pass a runs/<run>/{script}.pt that this script saved") from None

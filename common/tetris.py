@@ -39,6 +39,8 @@ a learner needs to bootstrap V(final_obs) on truncation. It is valid on the rows
 It lives in the env object: with pufferlib.vector.Multiprocessing it stays in the worker process.
 """
 
+import time
+
 import gymnasium
 import numpy as np
 import pufferlib
@@ -439,6 +441,29 @@ class Tetris(pufferlib.PufferEnv):
         self.stat_sums = dict.fromkeys(EPISODE_STATS, 0.0)
         self.episodes_since_log = 0
         return [info]
+
+
+def merge_infos(infos: list) -> dict:
+    """Tetris reports means over the games ended since its last report and their count n: the mean over
+    several reports weights each by its n."""
+    total = sum(info["n"] for info in infos)
+    return {key: sum(info[key] * info["n"] for info in infos) / total for key in infos[0] if key != "n"}
+
+
+def watch(act, seed: int, max_ticks: int, fps: float) -> dict:
+    """Plays one game in the terminal, `fps` frames a second, its final position included (the env starts
+    the next game in the step that ends one); `act(observations)` returns the action. The game's stats."""
+    game = Tetris(num_envs=1, seed=seed, max_ticks=max_ticks, log_interval=1)
+    game.reset(seed=seed)
+    while True:
+        print("\033[H\033[2J" + game.render(), flush=True)  # home + clear screen
+        time.sleep(1.0 / fps)
+        _, _, terminated, truncated, infos = game.step(np.asarray(act(game.observations), dtype=np.int32))
+        if terminated[0] or truncated[0]:
+            end, info = "game over" if terminated[0] else f"truncated at --max-ticks {max_ticks}", infos[0]
+            print("\033[H\033[2J" + game.render_final() + f"\n{end}: {info['ep_length']:.0f} steps, score "
+                  f"{info['score']:.0f}, lines {info['lines_deleted']:.0f}, return {info['ep_return']:.2f}", flush=True)
+            return info
 
 
 class TetrisGymEnv(gymnasium.Env):

@@ -83,10 +83,11 @@ def train(outdir, name, flags):
 
 
 def grad(outdir):
-    """Each rank: the PPO gradient on its half of one fixed batch, averaged by the script's allreduce_mean.
+    """Each rank: the PPO gradient on its half of one fixed batch, averaged by common.distributed.allreduce_mean.
     Rank 0 also: the gradient of the same loss on the whole batch in one process."""
     import ppo_puffer_async
     import ppo_tetris
+    from common.distributed import World, allreduce_mean
     dist.init_process_group("gloo")
     rank, size = dist.get_rank(), dist.get_world_size()
     out = {}
@@ -124,7 +125,7 @@ def grad(outdir):
         half = torch.arange(rank * rows // size, (rank + 1) * rows // size)
         loss_on(net, half).backward()
         local = [p.grad.clone() for p in net.parameters()]
-        extras = module.allreduce_mean(list(net.parameters()), torch.tensor([float(rank), 1.0]), module.World(rank, size))
+        extras = allreduce_mean(list(net.parameters()), torch.tensor([float(rank), 1.0]), World(rank, size))
         loss_on(union, torch.arange(rows)).backward()
         out[name] = {"averaged": [p.grad for p in net.parameters()], "local": local,
                      "union": [p.grad for p in union.parameters()], "extras": extras}

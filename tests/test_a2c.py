@@ -215,7 +215,7 @@ def test_smoke_logs_scalars_and_checkpoint_roundtrip(tmp_path, monkeypatch):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     monkeypatch.chdir(tmp_path)
-    result = a2c.train(a2c.Args(seed=3, total_timesteps=2_000, eval_freq=10, eval_episodes=2, save_model=True))
+    result = a2c.train(a2c.Args(seed=3, total_timesteps=2_000, eval_freq=10, eval_episodes=2))
     events = EventAccumulator(result["run_dir"]).Reload()
     expected = {"charts/episodic_return", "charts/episodic_length", "charts/SPS", "charts/learning_rate",
                 "losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/explained_variance",
@@ -226,7 +226,7 @@ def test_smoke_logs_scalars_and_checkpoint_roundtrip(tmp_path, monkeypatch):
     out = subprocess.run([sys.executable, os.path.join(ROOT, "a2c_cartpole.py"), "--eval-checkpoint", checkpoint,
                           "--eval-episodes", "3"], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert "over 3 episodes" in out.stdout
+    assert "3 episodes (greedy actions):" in out.stdout and "return" in out.stdout
 
 
 def test_non_finite_loss_stops_with_a_clear_message(tmp_path, monkeypatch):
@@ -242,7 +242,7 @@ def test_non_finite_loss_stops_with_a_clear_message(tmp_path, monkeypatch):
         a2c.main(["--total-timesteps", "800", "--eval-freq", "0"])
 
 
-def test_ctrl_c_saves_without_save_model_and_exits_130(tmp_path):
+def test_ctrl_c_saves_and_exits_130(tmp_path):
     # A process started in the background by a non-interactive shell inherits SIGINT ignored (and Python
     # keeps it so): give the script the disposition a terminal's Ctrl-C meets.
     proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "a2c_cartpole.py"), "--total-timesteps", "10000000"],
@@ -261,7 +261,8 @@ def test_ctrl_c_saves_without_save_model_and_exits_130(tmp_path):
     checkpoint = torch.load(tmp_path / path, weights_only=True)
     assert 0 < checkpoint["global_step"] < 10_000_000
     (line,) = [line for line in out.splitlines() if "interrupted" in line]
-    assert line == f"interrupted at step {checkpoint['global_step']:,}: saved {path}, envs closed"
+    assert line == (f"interrupted at step {checkpoint['global_step']:,}: saved {path}, envs closed; "
+                    f"continue with --resume {path}")
     # and the saved model evaluates
     out = run_script("--eval-checkpoint", path, "--eval-episodes", "1", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -269,11 +270,11 @@ def test_ctrl_c_saves_without_save_model_and_exits_130(tmp_path):
 
 def test_one_episode_evaluation_prints_no_spread(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    result = a2c.train(a2c.Args(total_timesteps=800, eval_freq=0, save_model=True))
+    result = a2c.train(a2c.Args(total_timesteps=800, eval_freq=0))
     capsys.readouterr()
     a2c.main(["--eval-checkpoint", os.path.join(result["run_dir"], "a2c_cartpole.pt"), "--eval-episodes", "1"])
     out = capsys.readouterr().out
-    assert "over 1 episode" in out and "+/-" not in out, out
+    assert "1 episode (greedy actions):" in out and "+/-" not in out, out
 
 
 def test_total_rounded_down_to_whole_updates_is_said_once(tmp_path, monkeypatch, capsys):
@@ -282,7 +283,7 @@ def test_total_rounded_down_to_whole_updates_is_said_once(tmp_path, monkeypatch,
     assert result["global_step"] == 960
     out = capsys.readouterr().out
     assert out.count("rounded down") == 1
-    assert "training to step 960: 12 updates of 80 steps (--total-timesteps 1,000 rounded down to whole updates)" in out
+    assert "training to step 960: 12 updates of 80 agent steps (--total-timesteps 1,000 rounded down to whole updates)" in out
 
 
 def run_script(*argv, cwd):
@@ -297,7 +298,7 @@ def run_script(*argv, cwd):
     (["--eval-checkpoint", "does_not_exist.pt"], ["--eval-checkpoint", "not found"]),
     (["--eval-checkpoint", "corrupt.pt"], ["--eval-checkpoint", "it is text, beginning 'this is not a checkpoint'"]),
     (["--eval-checkpoint", "truncated.pt"], ["--eval-checkpoint", "it is truncated (the file ends early, after"]),
-    (["--eval-checkpoint", "other.pt"], ["--eval-checkpoint", "lacks the entries obs_rms, args: it was not written"]),
+    (["--eval-checkpoint", "other.pt"], ["--eval-checkpoint", "lacks the entries args, obs_rms: it was not written"]),
 ])
 def test_bad_input_gives_one_line_error(tmp_path, argv, words):
     (tmp_path / "corrupt.pt").write_bytes(b"this is not a checkpoint")

@@ -18,6 +18,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 import ppo_tetris
 from common.envs import make_tetris_vecenv
 from conftest import ROOT
+from common.tetris import watch
 from ppo_tetris import Agent, Args, collect_rollout, compute_gae, make_storage, play, ppo_loss, train
 
 TINY = dict(num_envs=8, num_steps=8, num_minibatches=2, update_epochs=2, max_ticks=20, checkpoint_freq=0)
@@ -248,7 +249,7 @@ def test_total_rounded_down_to_whole_updates_is_said_once(tmp_path, monkeypatch,
     assert result["global_step"] == 3 * 64
     out = capsys.readouterr().out
     assert out.count("rounded down") == 1
-    assert "training to step 192: 3 updates of 64 steps (--total-timesteps 242 rounded down to whole updates)" in out
+    assert "training to step 192: 3 updates of 64 agent steps (--total-timesteps 242 rounded down to whole updates)" in out
     train(Args(total_timesteps=3 * 64, **TINY))
     assert "rounded down" not in capsys.readouterr().out
 
@@ -267,11 +268,13 @@ def test_non_finite_loss_stops_with_a_clear_error(tmp_path, monkeypatch, capsys)
 def test_render_draws_the_game_over_position(capsys):
     """The env starts the next game in the step that ends one; the last frame must still show the end."""
     torch.manual_seed(0)
-    stats = play(Agent(234, 7), episodes=1, seed=0, max_ticks=10_000, device=torch.device("cpu"), render_fps=1e4)
+    agent = Agent(234, 7)
+    stats = watch(lambda obs: agent.get_action_and_value(torch.as_tensor(obs))[0].numpy(), seed=0, max_ticks=10_000,
+                  fps=1e4)
     frames = capsys.readouterr().out.split("\033[H\033[2J")[1:]
-    assert len(frames) == stats["ep_length"][0] + 1  # one before each step, and the final position
+    assert len(frames) == stats["ep_length"] + 1  # one before each step, and the final position
     last = frames[-1].strip().splitlines()
-    assert last[-1].startswith(f"game over: {stats['ep_length'][0]:.0f} steps, score {stats['score'][0]:.0f}")
+    assert last[-1].startswith(f"game over: {stats['ep_length']:.0f} steps, score {stats['score']:.0f}")
     board = last[:20]
     assert all(len(row) == 12 and row[0] == row[-1] == "|" for row in board)
     # A game over: locked cells reach the top rows, where a fresh game's board is empty.
@@ -366,7 +369,7 @@ def real_checkpoint(tmp_path_factory):
     ("text", "is not a torch checkpoint file: it is text, beginning 'epoch 1 loss 0.25'"),
     ("truncated", "is not a torch checkpoint file: it is truncated (the file ends early, after 700,000 bytes)"),
     ("random", "is not a torch checkpoint file: its bytes are neither a torch zip archive nor a pickle"),
-    ("missing keys", "lacks the entries optimizer, update, run_name, obs_dim, num_actions, torch_rng_state: "
+    ("missing keys", "lacks the entries obs_dim, num_actions: "
                      "it was not written by this script"),
     ("list", "holds a list, not the dict these scripts save"),
     ("numpy", "holds Python objects other than tensors and plain values, which these scripts never save"),
@@ -455,7 +458,12 @@ def test_a_killed_worker_ends_the_run_with_a_one_line_error(tmp_path):
         kill_tree(proc)
     assert time.time() - killed < 10
     assert proc.returncode == 1
-    assert err.strip() == f"error: worker 1 (pid {workers[1].pid}) was killed by SIGKILL", err
+    (run,) = os.listdir(tmp_path / "runs")
+    path = os.path.join("runs", run, "ppo_tetris.pt")
+    step = torch.load(tmp_path / path, weights_only=True)["global_step"]
+    # one line: what died, and what was kept (the checkpoint of the last whole update) and how to go on
+    assert err.strip() == (f"error: worker 1 (pid {workers[1].pid}) was killed by SIGKILL; saved {path} at step "
+                           f"{step:,}; continue with --resume {path}"), err
     _, alive = psutil.wait_procs(workers, timeout=5)
     assert not alive  # the other worker was stopped and reaped
     (run,) = os.listdir(tmp_path / "runs")
