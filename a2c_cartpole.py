@@ -68,9 +68,7 @@ class Args(RunArgs):
     log_freq: int = 10
     """write training scalars (means of the episodes finished since the last write) every this many updates"""
     eval_freq: int = 50
-    """evaluate every this many updates and after the last one (0: only after the last)"""
-    eval_episodes: int = 10
-    """episodes per deterministic (argmax) evaluation"""
+    """evaluate (greedy actions, frozen observation statistics) every this many updates and after the last one"""
     checkpoint_freq: int = 500
     """save runs/<run>/a2c_cartpole.pt every this many updates (0: only at the end and on Ctrl-C)"""
 
@@ -80,9 +78,13 @@ DEFAULT_TOTAL_TIMESTEPS = 100_000
 
 def validate_args(args: Args) -> None:
     """Bad flags fail here, before any env or network is built, naming the flag to change."""
-    for flag, value in [("--num-envs", args.num_envs), ("--num-steps", args.num_steps),
-                        ("--mini-batches", args.mini_batches), ("--hidden-size", args.hidden_size),
-                        ("--log-freq", args.log_freq)]:
+    for flag, value in [
+        ("--num-envs", args.num_envs),
+        ("--num-steps", args.num_steps),
+        ("--mini-batches", args.mini_batches),
+        ("--hidden-size", args.hidden_size),
+        ("--log-freq", args.log_freq),
+    ]:
         if value < 1:
             raise ValueError(f"{flag} must be at least 1 (got {value})")
     batch_size = args.num_envs * args.num_steps
@@ -104,8 +106,10 @@ class Agent(nn.Module):
     def __init__(self, obs_dim: int, num_actions: int, hidden_size: int):
         super().__init__()
         self.backbone = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, hidden_size)), nn.Tanh(),
-            layer_init(nn.Linear(hidden_size, hidden_size)), nn.Tanh(),
+            layer_init(nn.Linear(obs_dim, hidden_size)),
+            nn.Tanh(),
+            layer_init(nn.Linear(hidden_size, hidden_size)),
+            nn.Tanh(),
         )
         # Small policy-head init keeps the first policy near uniform; value head at unit scale.
         self.policy_head = layer_init(nn.Linear(hidden_size, num_actions), std=0.01)
@@ -139,8 +143,8 @@ def flatten_parameters(module: nn.Module) -> nn.Parameter:
     flat.grad = torch.zeros_like(flat)
     offset = 0
     for p in params:
-        p.data = flat.data[offset:offset + p.numel()].view_as(p)
-        p.grad = flat.grad[offset:offset + p.numel()].view_as(p)
+        p.data = flat.data[offset : offset + p.numel()].view_as(p)
+        p.grad = flat.grad[offset : offset + p.numel()].view_as(p)
         offset += p.numel()
     return flat
 
@@ -177,8 +181,16 @@ def normalize_obs(obs: np.ndarray, obs_rms: Optional[RunningMeanStd], clip: floa
 
 
 @torch.inference_mode()  # no autograd bookkeeping while acting: the update recomputes what it needs
-def collect_rollout(envs, agent: Agent, obs_rms: Optional[RunningMeanStd], reward_scale: float,
-                    next_obs: np.ndarray, storage: dict, gamma: float, device: torch.device):
+def collect_rollout(
+    envs,
+    agent: Agent,
+    obs_rms: Optional[RunningMeanStd],
+    reward_scale: float,
+    next_obs: np.ndarray,
+    storage: dict,
+    gamma: float,
+    device: torch.device,
+):
     """Fills `storage` (numpy arrays shaped (num_steps, num_envs): obs, actions, values, rewards,
     dones) by stepping every env num_steps times with the current policy.
 
@@ -227,8 +239,14 @@ def make_storage(num_steps: int, num_envs: int, obs_dim: int) -> dict:
     )
 
 
-def compute_gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, next_value: torch.Tensor,
-                gamma: float, gae_lambda: float):
+def compute_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    dones: torch.Tensor,
+    next_value: torch.Tensor,
+    gamma: float,
+    gae_lambda: float,
+):
     """Generalized Advantage Estimation on (T, N) tensors.
 
     `dones[t]` = 1 when the transition at step t ended the episode (truncation already bootstrapped
@@ -246,8 +264,15 @@ def compute_gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor
     return advantages, advantages + values
 
 
-def a2c_loss(logprobs: torch.Tensor, entropy: torch.Tensor, new_values: torch.Tensor, advantages: torch.Tensor,
-             returns: torch.Tensor, vf_coef: float, ent_coef: float):
+def a2c_loss(
+    logprobs: torch.Tensor,
+    entropy: torch.Tensor,
+    new_values: torch.Tensor,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    vf_coef: float,
+    ent_coef: float,
+):
     """The A2C objective: -E[A * log pi(a|s)] + vf_coef * E[(R - V(s))^2] - ent_coef * E[H].
 
     Advantages and returns are constants here (computed from the rollout), so only log pi and V carry
@@ -260,8 +285,9 @@ def a2c_loss(logprobs: torch.Tensor, entropy: torch.Tensor, new_values: torch.Te
     return loss, policy_loss, value_loss, entropy_mean
 
 
-def evaluate(agent: Agent, env_id: str, obs_rms: Optional[RunningMeanStd], episodes: int, seed: int,
-             device: torch.device) -> dict:
+def evaluate(
+    agent: Agent, env_id: str, obs_rms: Optional[RunningMeanStd], episodes: int, seed: int, device: torch.device
+) -> dict:
     """Returns and lengths of `episodes` deterministic (argmax) episodes on a fresh env, stats frozen."""
     env = gym.make(env_id)
     returns, lengths = [], []
@@ -300,8 +326,11 @@ def evaluate_checkpoint(args: Args) -> dict:
     load_weights(agent, ckpt, "--eval-checkpoint", args.eval_checkpoint)
     stats = evaluate(agent, args.env_id, load_obs_rms(ckpt["obs_rms"]), args.eval_episodes, args.seed + 10_000, device)
     episodes = args.eval_episodes
-    report(f"{args.eval_checkpoint} ({args.env_id}, step {ckpt['global_step']:,}), {episodes} "
-           f"episode{'s' if episodes > 1 else ''} (greedy actions):", stats)
+    report(
+        f"{args.eval_checkpoint} ({args.env_id}, step {ckpt['global_step']:,}), {episodes} "
+        f"episode{'s' if episodes > 1 else ''} (greedy actions):",
+        stats,
+    )
     return stats
 
 
@@ -324,10 +353,16 @@ def train(args: Args) -> dict:
             optimizer = torch.optim.Adam([flat_params], lr=args.learning_rate, eps=1e-5)
         obs_rms = RunningMeanStd((obs_dim,)) if args.norm_obs else None
         batch_size = args.num_envs * args.num_steps  # per rank
-        run.begin(args, agent, optimizer, batch_size, f"{args.env_id}, {args.num_envs} envs x {args.num_steps} steps",
-                  state=lambda: {"obs_rms": obs_rms.state_dict() if obs_rms else None})
-        if run.checkpoint is not None:
-            obs_rms = load_obs_rms(run.checkpoint["obs_rms"])
+        run.begin(
+            args,
+            agent,
+            optimizer,
+            batch_size,
+            f"{args.env_id}, {args.num_envs} envs x {args.num_steps} steps",
+            extra={"obs_rms": obs_rms},
+        )
+        if run.checkpoint is not None and obs_rms is not None:
+            obs_rms.load_state_dict(run.checkpoint["obs_rms"])
         # Why --reward-scale 0.1: CartPole's discounted returns reach ~100. With a shared backbone the
         # value loss on targets that large swamps the policy gradient in the shared layers and in the
         # global norm clip: measured here, deterministic eval then stalls at 100-250 for 100k+ steps.
@@ -344,12 +379,14 @@ def train(args: Args) -> dict:
                 optimizer.param_groups[0]["lr"] = run.annealed_lr()
 
             next_obs, ep_returns, ep_lengths = collect_rollout(
-                envs, agent, obs_rms, args.reward_scale, next_obs, storage, args.gamma, device)
+                envs, agent, obs_rms, args.reward_scale, next_obs, storage, args.gamma, device
+            )
             batch = {key: torch.as_tensor(array, device=device) for key, array in storage.items()}  # CPU: no copy
             with torch.inference_mode():
                 next_value = agent.get_value(torch.as_tensor(next_obs, device=device))
-            advantages, returns = compute_gae(batch["rewards"], batch["values"], batch["dones"], next_value,
-                                              args.gamma, args.gae_lambda)
+            advantages, returns = compute_gae(
+                batch["rewards"], batch["values"], batch["dones"], next_value, args.gamma, args.gae_lambda
+            )
 
             b_obs = batch["obs"].reshape(batch_size, obs_dim)
             b_actions, b_advantages = batch["actions"].reshape(-1), advantages.reshape(-1)
@@ -364,7 +401,8 @@ def train(args: Args) -> dict:
                 if args.norm_adv and mb_advantages.numel() > 1:
                     mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
                 loss, policy_loss, value_loss, entropy_mean = a2c_loss(
-                    logprobs, entropy, new_values, mb_advantages, b_returns[indices], args.vf_coef, args.ent_coef)
+                    logprobs, entropy, new_values, mb_advantages, b_returns[indices], args.vf_coef, args.ent_coef
+                )
                 flat_params.grad.zero_()
                 loss.backward()
                 run.allreduce_gradients([flat_params], loss)  # torchrun: averaged over ranks; stops on NaN
@@ -379,15 +417,20 @@ def train(args: Args) -> dict:
             # A TensorBoard scalar costs ~60 us, a whole env step ~10 us: we write means every
             # --log-freq updates rather than one scalar per episode.
             if update % args.log_freq == 0 or update == run.num_updates:
-                finished_returns, finished_lengths, recent = run.gather(finished_returns, finished_lengths,
-                                                                        recent_returns)
+                finished_returns, finished_lengths, recent = run.gather(
+                    finished_returns, finished_lengths, recent_returns
+                )
                 y_pred, y_true = batch["values"].reshape(-1), b_returns
                 var_y = y_true.var()
                 explained_var = float("nan") if var_y == 0 else (1 - (y_true - y_pred).var() / var_y).item()
-                scalars = {"charts/learning_rate": optimizer.param_groups[0]["lr"],
-                           "losses/policy_loss": policy_loss.item(), "losses/value_loss": value_loss.item(),
-                           "losses/entropy": entropy_mean.item(), "losses/explained_variance": explained_var,
-                           "losses/grad_norm": grad_norm.item()}
+                scalars = {
+                    "charts/learning_rate": optimizer.param_groups[0]["lr"],
+                    "losses/policy_loss": policy_loss.item(),
+                    "losses/value_loss": value_loss.item(),
+                    "losses/entropy": entropy_mean.item(),
+                    "losses/explained_variance": explained_var,
+                    "losses/grad_norm": grad_norm.item(),
+                }
                 if finished_returns:
                     scalars["charts/episodic_return"] = np.mean(finished_returns)
                     scalars["charts/episodic_length"] = np.mean(finished_lengths)

@@ -1,18 +1,14 @@
 """PufferLib 3.0-style PPO (the loop of PufferLib's pufferl.py) in one file, correct where PufferLib is not.
 
 Read top to bottom: Args and per-env defaults, network, experience buffer, rollout, advantages, prioritized
-rows, loss, evaluation, train(). The run's plumbing (checkpoints, --resume, Ctrl-C, torchrun) is
-common/run.py's; everything that learns is here. What it teaches, from PufferLib:
-  * async double buffering: the envs are split into --async-factor groups and the loop is
-    recv(group) -> policy -> store -> send(actions), so one group steps while the policy runs on another;
-  * a (segments x horizon) buffer: each agent fills a row of --horizon steps, then takes the next free row;
-    rows are the unit of sampling and of an LSTM's sequences, and a multi-agent env is just more agents;
-  * prioritized minibatches of whole rows, sampled by the size of their advantages.
-Where pufferl.py goes wrong and this file does not (docs/ppo_puffer_async.md has the table): truncation is
-bootstrapped with V(final observation); emulated envs' reset steps never enter the buffer; a row's last step
-bootstraps from the agent's next observation; rewards are clamped only if asked; absent agents carry no
-loss; rows are tracked per agent id, whatever order groups come back in; importance weights are normalized
-and beta reaches 1; --lstm rows are replayed from the state the rollout stored, reset where it reset it.
+rows, loss, evaluation, train(); the run's plumbing is common/run.py's. What it teaches, from PufferLib:
+async env groups (recv(group) -> policy -> send(actions): one group steps while the policy runs on another),
+a (segments x horizon) buffer whose rows are the unit of sampling and of LSTM sequences (a multi-agent env is
+just more agents), and prioritized minibatches of whole rows. Where pufferl.py goes wrong and this file does
+not (docs/ppo_puffer_async.md): truncation is bootstrapped with V(final observation); emulated envs' reset
+steps never enter the buffer; a row's last step bootstraps from the agent's next observation; rewards are
+clamped only if asked; absent agents carry no loss; rows are tracked per agent id, whatever order groups come
+back in; importance weights are normalized and beta reaches 1; --lstm rows replay the rollout's state.
 
     python ppo_puffer_async.py                                   # Tetris
     python ppo_puffer_async.py --env-id mpe-spread               # 3 agents per env, async workers
@@ -31,8 +27,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from common.envs import make_puffer_vecenv
-from common.run import Run, RunArgs, cli, load_weights, open_checkpoint, report
+from common.envs import EpisodeStats, make_puffer_vecenv
+from common.run import Run, RunArgs, check_flags, cli, load_weights, open_checkpoint, report
 from common.tetris import merge_infos, watch
 
 
@@ -40,21 +36,21 @@ from common.tetris import merge_infos, watch
 class Args(RunArgs):
     # The run's flags (--seed, --device, --checkpoint-freq, --resume, --eval-checkpoint, ...) are RunArgs's.
     env_id: str = "tetris"
-    """tetris (our Tetris), mpe-spread (MPE simple_spread, 3 agents per env), cartpole-novel or repeat-previous-easy (memory tasks: add --lstm), or a Gymnasium id with a flat Box observation and Discrete actions (e.g. CartPole-v1)"""
+    """tetris, mpe-spread (3 agents per env), cartpole-novel or repeat-previous-easy (add --lstm), or a Gymnasium id"""
     total_timesteps: Optional[int] = None
-    """agent steps of training, all ranks together (default per env; on --resume: the saved total)"""
+    """agent steps of training, all ranks together (varies by env; on --resume: the saved total)"""
     num_envs: Optional[int] = None
     """envs per rank (Tetris: games; mpe-spread: envs of 3 agents) (varies by env)"""
     async_factor: Optional[int] = None
     """K groups of envs: the policy runs on one group while the others step; 1 = synchronous (varies by env)"""
     backend: Optional[Literal["Serial", "Multiprocessing"]] = None
-    """Serial: envs step in this process; Multiprocessing: --num-workers sleeping worker processes (varies by env)"""
+    """Serial: envs step in this process; Multiprocessing: in --num-workers sleeping processes (varies by env)"""
     num_workers: Optional[int] = None
     """worker processes with --backend Multiprocessing (varies by env)"""
     horizon: Optional[int] = None
     """steps per buffer row (a segment), the unit of minibatches and of LSTM sequences (varies by env)"""
     batch_size: Optional[int] = None
-    """agent steps per update and rank = segments x horizon, segments a multiple of the agents (default: one row each)"""
+    """agent steps per update and rank = segments x horizon, segments a multiple of the agents (None: a row each)"""
     num_minibatches: Optional[int] = None
     """minibatches per update epoch, each of segments / num_minibatches whole rows (varies by env)"""
     update_epochs: Optional[int] = None
@@ -101,10 +97,6 @@ class Args(RunArgs):
     """GAE, or the recursive lambda-return R_t = r_t + gamma((1 - lambda)V(s_t+1) + lambda R_t+1), A = R - V"""
     max_ticks: int = 10_000
     """Tetris: a game is truncated (and bootstrapped) after this many steps"""
-    eval_freq: int = 0
-    """evaluate every this many updates and after the last one (0: only after the last)"""
-    eval_episodes: int = 10
-    """episodes per evaluation (per agent for multi-agent envs)"""
     eval_actions: Optional[Literal["greedy", "sampled"]] = None
     """evaluate with the most likely action or by sampling (varies by env)"""
     render: bool = False
@@ -113,8 +105,9 @@ class Args(RunArgs):
     """board redraws per second with --render"""
 
 
-# Per-env defaults: Gymnasium ids get DEFAULTS; each other env says what differs and why (measurements in
+# Per-env defaults: Gymnasium ids get DEFAULTS; each other env lists what differs, and why (measurements in
 # docs/ppo_puffer_async.md). `--env-id X --help` shows the result for X.
+# fmt: off
 DEFAULTS = dict(total_timesteps=100_000, num_envs=8, async_factor=1, backend="Serial", num_workers=1, horizon=64,
                 num_minibatches=4, update_epochs=4, learning_rate=2.5e-3, gamma=0.99, gae_lambda=0.95, clip_coef=0.2,
                 vf_clip_coef=10.0, vf_coef=0.1, ent_coef=0.0, prio_alpha=0.0, hidden_size=64, reward_scale=1.0,
@@ -128,15 +121,16 @@ ENV_DEFAULTS = {
     # other. pufferl.py's MPE settings, with a larger entropy bonus that keeps the policy from collapsing.
     "mpe-spread": dict(total_timesteps=7_500_000, num_envs=128, async_factor=2, backend="Multiprocessing",
                        num_workers=2, num_minibatches=8, update_epochs=1, learning_rate=1e-3, gamma=0.977,
-                       gae_lambda=0.916, clip_coef=0.1, vf_clip_coef=0.1, vf_coef=0.44, ent_coef=0.01, hidden_size=128,
-                       eval_actions="sampled"),
+                       gae_lambda=0.916, clip_coef=0.1, vf_clip_coef=0.1, vf_coef=0.44, ent_coef=0.01,
+                       hidden_size=128, eval_actions="sampled"),
     # Memory envs, for --lstm. cartpole-novel: rows of 25 (evaluations on whole 10k steps), 10 epochs of one
     # minibatch, rewards x 0.1 (the LSTM's output is bounded: its value head could not reach CartPole's returns).
     "cartpole-novel": dict(horizon=25, num_minibatches=1, update_epochs=10, learning_rate=5e-4, gamma=0.98,
                            vf_coef=0.5, reward_scale=0.1),
-    "repeat-previous-easy": dict(total_timesteps=1_000_000, num_envs=32, horizon=32, learning_rate=1e-3, vf_coef=0.5,
-                                 ent_coef=0.01),
+    "repeat-previous-easy": dict(total_timesteps=1_000_000, num_envs=32, horizon=32, learning_rate=1e-3,
+                                 vf_coef=0.5, ent_coef=0.01),
 }
+# fmt: on
 
 
 def env_defaults(env_id: str) -> dict:
@@ -153,39 +147,36 @@ def with_env_defaults(args: Args) -> Args:
 
 def validate_args(args: Args, num_agents: Optional[int] = None) -> None:
     """Bad flags fail before any network is built, naming the flag; with num_agents, the buffer layout too."""
-    checks = [(value < 1, f"{flag} must be at least 1 (got {value})") for flag, value in [
-        ("--num-envs", args.num_envs), ("--num-workers", args.num_workers), ("--async-factor", args.async_factor),
-        ("--horizon", args.horizon), ("--num-minibatches", args.num_minibatches), ("--max-ticks", args.max_ticks),
-        ("--update-epochs", args.update_epochs), ("--hidden-size", args.hidden_size)]]
-    checks += [(value <= 0, f"{flag} must be positive (got {value})") for flag, value in [
-        ("--learning-rate", args.learning_rate), ("--clip-coef", args.clip_coef), ("--vf-clip-coef", args.vf_clip_coef),
-        ("--render-fps", args.render_fps), ("--reward-scale", args.reward_scale)]]
-    checks += [(value is not None and value <= 0, f"{flag} must be positive (got {value}); leave it out for none")
-               for flag, value in [("--reward-clamp", args.reward_clamp), ("--target-kl", args.target_kl),
-                                   ("--tbptt", args.tbptt)]]
-    checks += [
-        (args.lstm and not 0 <= args.burn_in < args.horizon,
-         f"--burn-in {args.burn_in} must be in [0, --horizon {args.horizon}): the rest of each row is what trains"),
-        (bool(args.burn_in or args.tbptt) and not args.lstm, "--burn-in and --tbptt apply to the LSTM: add --lstm"),
-        (not 0 <= args.prio_beta0 <= 1, f"--prio-beta0 must be in [0, 1] (got {args.prio_beta0})"),
-        (args.prio_alpha < 0, f"--prio-alpha must be >= 0 (got {args.prio_alpha})"),
-        (args.backend == "Serial" and args.num_workers != 1,
-         f"--num-workers {args.num_workers} needs --backend Multiprocessing (Serial steps envs in this process)")]
-    if num_agents is not None:
-        batch_size = args.batch_size or num_agents * args.horizon
-        segments = batch_size // args.horizon
-        checks += [
-            (batch_size % args.horizon, f"--batch-size {batch_size} must be a multiple of --horizon {args.horizon}"),
-            (segments % num_agents, f"--batch-size {batch_size} / --horizon {args.horizon} = {segments} rows must be "
-             f"a multiple of the {num_agents} agents (--num-envs x agents per env), so every agent fills whole rows"),
-            (segments % args.num_minibatches, f"--num-minibatches {args.num_minibatches} must divide the {segments} "
-             "rows (--batch-size / --horizon)")]
-    for failed, message in checks:
-        if failed:
-            raise ValueError(message)
+    check_flags(
+        args,
+        at_least_one="num_envs num_workers async_factor horizon num_minibatches update_epochs max_ticks hidden_size",
+        positive="learning_rate clip_coef vf_clip_coef reward_scale render_fps",
+        positive_or_none="reward_clamp target_kl tbptt",
+    )
+    if args.lstm and not 0 <= args.burn_in < args.horizon:
+        raise ValueError(f"--burn-in {args.burn_in} must be in [0, --horizon {args.horizon}): the rest of a row trains")
+    if (args.burn_in or args.tbptt) and not args.lstm:
+        raise ValueError("--burn-in and --tbptt apply to the LSTM: add --lstm")
+    if not 0 <= args.prio_beta0 <= 1 or args.prio_alpha < 0:
+        prio = f"--prio-beta0 {args.prio_beta0}, --prio-alpha {args.prio_alpha}"
+        raise ValueError(f"{prio}: --prio-beta0 must be in [0, 1] and --prio-alpha >= 0")
+    if args.backend == "Serial" and args.num_workers != 1:
+        raise ValueError(f"--num-workers {args.num_workers} needs --backend Multiprocessing (Serial steps in-process)")
+    if num_agents is None:
+        return
+    batch_size = args.batch_size or num_agents * args.horizon
+    rows = batch_size // args.horizon
+    if batch_size % args.horizon or rows % num_agents:
+        raise ValueError(
+            f"--batch-size {batch_size} must be --horizon {args.horizon} x a multiple of the {num_agents} agents "
+            "(--num-envs x agents per env), so every agent fills whole rows"
+        )
+    if rows % args.num_minibatches:
+        raise ValueError(f"--num-minibatches {args.num_minibatches} must divide the {rows} rows (batch / horizon)")
 
 
 # ----- network -----
+
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
     torch.nn.init.orthogonal_(layer.weight, std)
@@ -201,18 +192,17 @@ def take(x, index):
 
 
 class Policy(nn.Module):
-    """Encoder MLP (2 hidden layers), optionally an LSTM, then a policy head and a value head.
-
-    `step` acts for a batch of agents (one observation each, with their recurrent state); `unroll` replays
-    rows of `horizon` steps from each row's stored initial state, resetting the state where the rollout
-    did, so the update sees exactly what the rollout saw. Without an LSTM both are the same MLP.
-    """
+    """Encoder MLP (2 hidden layers), optionally an LSTM, then a policy head and a value head. `step` acts for
+    a batch of agents (one observation each, with their recurrent state); `unroll` replays rows from each row's
+    stored initial state, reset where the rollout reset it, so the update sees exactly what the rollout saw."""
 
     def __init__(self, obs_dim: int, num_actions: int, hidden_size: int, lstm_hidden_size: int = 0):
         super().__init__()
         self.encoder = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, hidden_size)), nn.ReLU(),
-            layer_init(nn.Linear(hidden_size, hidden_size)), nn.ReLU(),
+            layer_init(nn.Linear(obs_dim, hidden_size)),
+            nn.ReLU(),
+            layer_init(nn.Linear(hidden_size, hidden_size)),
+            nn.ReLU(),
         )
         # nn.LSTM, not a loop of LSTMCells: a whole stretch of a row is one fused call (cartpole-novel trains
         # ~1.7x faster for it); `step` runs it on sequences of length 1.
@@ -223,43 +213,37 @@ class Policy(nn.Module):
         self.critic = layer_init(nn.Linear(head_size, 1), std=1.0)
 
     def initial_state(self, n: int, device: torch.device):
-        return None if self.lstm is None else tuple(torch.zeros(n, self.lstm.hidden_size, device=device)
-                                                    for _ in range(2))
+        return None if self.lstm is None else tuple(torch.zeros(n, self.lstm.hidden_size, device=device) for _ in "hc")
 
     def step(self, obs: torch.Tensor, state=None):
         """(logits, value, next state) for one observation per agent."""
         hidden = self.encoder(obs)
         if self.lstm is not None:
-            out, (h, c) = self.lstm(hidden.unsqueeze(1), None if state is None else tuple(x.unsqueeze(0) for x in state))
+            out, (h, c) = self.lstm(hidden.unsqueeze(1), None if state is None else tuple(x[None] for x in state))
             hidden, state = out[:, 0], (h[0], c[0])
         return self.actor(hidden), self.critic(hidden).squeeze(-1), state
 
     def unroll(self, obs: torch.Tensor, state=None, starts=None, burn_in: int = 0, tbptt: int = 0):
-        """(logits, values) for rows (rows, horizon, obs) from their initial `state`. `starts[:, t]` marks
-        the steps before which the rollout reset the state (an episode began); the first `burn_in` steps only
-        advance the state, without gradient; the state is detached every `tbptt` steps."""
+        """(logits, values) for rows (rows, horizon, obs) from their initial `state`. `starts[:, t]` marks the
+        steps before which the rollout reset the state (an episode began); the first `burn_in` steps only advance
+        the state, without gradient; the state is detached every `tbptt` steps."""
         hidden = self.encoder(obs)
         if self.lstm is not None:
-            # The rows are cut only where something happens to the state between two steps: an episode
-            # begins in some row (its state is zeroed), burn-in ends, or tbptt detaches. Each stretch
-            # between cuts is one nn.LSTM call. (The stored initial state is already reset where t = 0
-            # began an episode.)
+            # The rows are cut only where something happens to the state between two steps: an episode begins
+            # in some row (its state is zeroed), burn-in ends, or tbptt detaches. Each stretch between cuts is
+            # one nn.LSTM call. (The stored initial state is already reset where t = 0 began an episode.)
             horizon = obs.shape[1]
             cuts = set() if starts is None else set((starts[:, 1:].any(0).nonzero().flatten() + 1).tolist())
-            if burn_in:
-                cuts.add(burn_in)
-            if tbptt:
-                cuts.update(range(tbptt, horizon, tbptt))
+            cuts |= ({burn_in} if burn_in else set()) | (set(range(tbptt, horizon, tbptt)) if tbptt else set())
             bounds = [0] + sorted(cuts) + [horizon]
             h, c = (x.unsqueeze(0) for x in state)
             outputs = []
             for t, end in zip(bounds[:-1], bounds[1:]):
-                if t > 0:
-                    if starts is not None:
-                        keep = (~starts[:, t]).to(h.dtype)[None, :, None]
-                        h, c = h * keep, c * keep
-                    if tbptt and t % tbptt == 0:
-                        h, c = h.detach(), c.detach()
+                if t > 0 and starts is not None:
+                    keep = (~starts[:, t]).to(h.dtype)[None, :, None]
+                    h, c = h * keep, c * keep
+                if t > 0 and tbptt and t % tbptt == 0:
+                    h, c = h.detach(), c.detach()
                 with torch.set_grad_enabled(torch.is_grad_enabled() and t >= burn_in):
                     out, (h, c) = self.lstm(hidden[:, t:end], (h, c))
                 outputs.append(out)
@@ -282,36 +266,35 @@ def logprob_and_entropy(logits: torch.Tensor, actions: torch.Tensor):
 
 # ----- experience buffer and rollout -----
 
-class Experience:
-    """The (segments, horizon) buffer and the per-agent bookkeeping that fills it.
 
-    Each agent owns a current row and a position in it. A step's observation, action, logprob and value are
+class Experience:
+    """The (segments, horizon) buffer and the per-agent bookkeeping that fills it. Each agent owns a current row
+    and a position in it. A step's observation, action, logprob and value are
     stored when the policy acts; its reward and end flags when the agent's next observation arrives. A full
     row is handed over and the agent takes the next free row; once none is free the agent plays on without
     storing, and the rollout ends when every row is full. `next_row[s]` links a row to the same agent's next
     row (-1: the rollout ended first) and `next_value[s]` is V of the observation after the row's last step,
     so no step lacks its bootstrap. With an LSTM (`state_size` > 0) it also keeps each agent's current (h, c),
-    each row's initial (h, c), and `starts[s, t]`: the rollout reset the state before step t.
-    """
+    each row's initial (h, c), and `starts[s, t]`: the rollout reset the state before step t."""
 
-    def __init__(self, segments: int, horizon: int, num_agents: int, obs_dim: int, device: torch.device,
-                 state_size: int = 0):
+    def __init__(self, segments: int, horizon: int, num_agents: int, obs_dim: int, device, state_size: int = 0):
         self.segments, self.horizon, self.num_agents = segments, horizon, num_agents
         shape = (segments, horizon)
         self.obs = torch.zeros(shape + (obs_dim,), device=device)
         self.actions = torch.zeros(shape, dtype=torch.long, device=device)
         self.logprobs, self.values, self.rewards, self.terminals, self.truncations = (
-            torch.zeros(shape, device=device) for _ in range(5))
+            torch.zeros(shape, device=device) for _ in range(5)
+        )
         self.masks = torch.zeros(shape, dtype=torch.bool, device=device)
         self.next_value = torch.zeros(segments, device=device)
         self.next_row = torch.full((segments,), -1, dtype=torch.long, device=device)
-        self.row = np.zeros(num_agents, dtype=np.int64)        # -1: no free row left this rollout
+        self.row = np.zeros(num_agents, dtype=np.int64)  # -1: no free row left this rollout
         self.pos = np.zeros(num_agents, dtype=np.int64)
-        self.pending = np.zeros(num_agents, dtype=bool)         # a stored step awaits its reward
+        self.pending = np.zeros(num_agents, dtype=bool)  # a stored step awaits its reward
         self.state = self.initial_state = self.starts = None
         if state_size:  # carried across rollouts, like the episodes themselves
-            self.state = tuple(torch.zeros(num_agents, state_size, device=device) for _ in range(2))
-            self.initial_state = tuple(torch.zeros(segments, state_size, device=device) for _ in range(2))
+            self.state = tuple(torch.zeros(num_agents, state_size, device=device) for _ in "hc")
+            self.initial_state = tuple(torch.zeros(segments, state_size, device=device) for _ in "hc")
             self.starts = torch.zeros(shape, dtype=torch.bool, device=device)
         self.reset()
 
@@ -347,70 +330,28 @@ class Experience:
             self.full_rows += n
         self.pending[agents] = False
 
-    def store_steps(self, agents, obs, actions, logprobs, values, masks, starts=None, state=None) -> None:
-        """Stores the steps the policy just took; with an LSTM, `state` is the (h, c) each step started from."""
+    def store_steps(self, agents, store, obs, actions, logprobs, values, masks, starts=None, state=None) -> None:
+        """Stores the steps the policy just took, of the agents where `store` is True; with an LSTM, `state` is
+        the (h, c) each step started from and `starts` whether it was reset there."""
+        agents, store_t = agents[store], torch.as_tensor(store)
         rows, pos = torch.as_tensor(self.row[agents]), torch.as_tensor(self.pos[agents])
-        self.obs[rows, pos] = obs
-        self.actions[rows, pos] = actions
-        self.logprobs[rows, pos] = logprobs
-        self.values[rows, pos] = values
-        self.masks[rows, pos] = masks
+        self.obs[rows, pos] = obs[store_t]
+        self.actions[rows, pos] = actions[store_t]
+        self.logprobs[rows, pos] = logprobs[store_t]
+        self.values[rows, pos] = values[store_t]
+        self.masks[rows, pos] = torch.as_tensor(masks[store], device=self.masks.device)
         if state is not None:
-            self.starts[rows, pos] = starts
+            self.starts[rows, pos] = starts[store_t]
             first = pos == 0  # a row starts here: it is replayed from this state
-            for stored, now in zip(self.initial_state, state):
+            for stored, now in zip(self.initial_state, take(state, store_t)):
                 stored[rows[first]] = now[first]
         self.pending[agents] = True
 
 
-class EpisodeStats:
-    """Per-agent episode bookkeeping for every env kind: return and length, counted by the learner, and which
-    observations begin an episode (where an LSTM's state restarts from zeros).
-
-    With "same_step" autoreset (our Tetris) the observation after an end is already the next episode's (the
-    true last one is in `vecenv.final_observations`); with "next_step" (PufferLib's emulation) the observation
-    after an end IS the last one, the action on it is ignored, and the next recv brings the reset observation
-    with reward 0, which is no transition and is not counted.
-    """
-
-    def __init__(self, num_agents: int, autoreset: str):
-        self.next_step_reset = autoreset == "next_step"
-        self.ep_return = np.zeros(num_agents)
-        self.ep_length = np.zeros(num_agents, dtype=np.int64)
-        self.acting = np.zeros(num_agents, dtype=bool)  # the last action sent was a real step
-        self.ended = np.zeros(num_agents, dtype=bool)   # the last observation ended an episode
-        self.returns, self.lengths = [], []
-
-    def update(self, agents, rewards, dones, masks):
-        """Counts this recv's rewards. Returns (the agents whose episode ended, a bool per agent: this
-        observation begins an episode)."""
-        acting = self.acting[agents]
-        acted = agents[acting]
-        self.ep_return[acted] += rewards[acting]
-        self.ep_length[acted] += 1
-        ended = acted[dones[acting]]
-        self.returns.extend(self.ep_return[ended])
-        self.lengths.extend(self.ep_length[ended])
-        self.ep_return[ended], self.ep_length[ended] = 0.0, 0
-        starting = self.ended[agents] if self.next_step_reset else dones
-        self.ended[agents] = dones
-        # The observation that ends an emulated episode is its last, not a state to act in. Absent agents
-        # (mask False) act on nothing either.
-        self.acting[agents] = masks & ~dones if self.next_step_reset else masks
-        return ended, starting
-
-    def pop(self):
-        returns, lengths, self.returns, self.lengths = self.returns, self.lengths, [], []
-        return returns, lengths
-
-
-def rollout(vecenv, policy: Policy, experience: Experience, stats: EpisodeStats, gamma: float,
-            reward_scale: float, reward_clamp: Optional[float], device: torch.device, timers: dict) -> list:
-    """recv(group) -> policy -> store -> send until every row of `experience` is full. Returns env infos.
-
+def rollout(vecenv, policy, experience, stats, gamma, reward_scale, reward_clamp, device, timers: dict) -> list:
+    """recv(group) -> policy -> store -> send until every row of `experience` is full; returns env infos.
     Whatever order the groups come back in, each agent's steps go to its own row, in order. A truncated step's
-    reward gets gamma * V(final observation): the episode could have gone on (episode ends: see EpisodeStats).
-    """
+    reward gets gamma * V(final observation): the episode could have gone on (episode ends: see EpisodeStats)."""
     next_step_reset = vecenv.autoreset == "next_step"
     infos = []
     experience.reset()
@@ -447,15 +388,13 @@ def rollout(vecenv, policy: Policy, experience: Experience, stats: EpisodeStats,
                 if next_step_reset:  # this recv's observation is the final one: its value is already here
                     final_values = values[torch.as_tensor(pending)][torch.as_tensor(truncated)]
                 else:  # from the final observation, with the memory of the episode it ended
-                    final_obs = vecenv.final_observations[agents[pending][truncated]]
+                    final_obs = torch.as_tensor(vecenv.final_observations[agents[pending][truncated]], device=device)
                     ended = torch.as_tensor(np.flatnonzero(pending)[truncated])
                     with torch.inference_mode():
-                        final_values = policy.step(torch.as_tensor(final_obs, device=device), take(carried, ended))[1]
+                        final_values = policy.step(final_obs, take(carried, ended))[1]
                 rewards_t[torch.as_tensor(truncated)] += gamma * final_values
-            experience.finish_steps(agents[pending], rewards_t,
-                                    torch.as_tensor(terminals[pending], device=device, dtype=torch.float32),
-                                    torch.as_tensor(truncations[pending], device=device, dtype=torch.float32),
-                                    values[torch.as_tensor(pending)])
+            ends = (torch.as_tensor(x[pending], device=device, dtype=torch.float32) for x in (terminals, truncations))
+            experience.finish_steps(agents[pending], rewards_t, *ends, values[torch.as_tensor(pending)])
 
         # The observation that ends an emulated episode is not acted on, so it is no step. Absent agents'
         # steps (mask False) are stored, flagged, and carry no loss.
@@ -463,10 +402,7 @@ def rollout(vecenv, policy: Policy, experience: Experience, stats: EpisodeStats,
         if next_step_reset:
             store &= ~(dones & masks)
         if store.any():
-            store_t = torch.as_tensor(store)
-            experience.store_steps(agents[store], obs_t[store_t], actions[store_t], logprobs[store_t],
-                                   values[store_t], torch.as_tensor(masks[store], device=device),
-                                   take(starting, store_t) if state else None, take(state, store_t))
+            experience.store_steps(agents, store, obs_t, actions, logprobs, values, masks, starting, state)
         actions_np = actions.cpu().numpy().astype(np.int32)
         timers["inference"] += time.perf_counter() - start
 
@@ -476,16 +412,15 @@ def rollout(vecenv, policy: Policy, experience: Experience, stats: EpisodeStats,
     return infos
 
 
-# ----- advantages -----
+# ----- advantages, prioritized minibatches, loss -----
 
-def compute_gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, next_value: torch.Tensor,
-                gamma: float, gae_lambda: float, next_row: Optional[torch.Tensor] = None):
+
+def compute_gae(rewards, values, dones, next_value, gamma: float, gae_lambda: float, next_row=None):
     """Generalized Advantage Estimation per row, on (segments, horizon) tensors: the other scripts'
     compute_gae transposed. `dones[s, t]` = 1 when the transition at (s, t) ended the episode (truncation:
     gamma * V(final obs) is already in the reward), `next_value[s]` = V of the observation after row s's last
     step. With `next_row` (the same agent's next row, -1 for none) the lambda-chain runs on into that row, so
-    the advantages equal plain GAE over each agent's whole trajectory. Returns (advantages, returns).
-    """
+    the advantages equal plain GAE over each agent's whole trajectory. Returns (advantages, returns)."""
     advantages = torch.zeros_like(rewards)
     last_advantage = torch.zeros_like(next_value)
     decay = torch.ones_like(next_value)  # prod over u >= t of gamma * lambda * (1 - done_u): next row's share
@@ -499,8 +434,8 @@ def compute_gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor
         decay = decay * gamma * gae_lambda * next_nonterminal
         decays[:, t] = decay
     if next_row is not None and (next_row >= 0).any():
-        # A row's first advantage depends on its successor's: resolve the chains from their ends, one
-        # link per pass (at most rows-per-agent passes), then add each successor's share to every step.
+        # A row's first advantage depends on its successor's: resolve the chains from their ends, one link per
+        # pass (at most rows-per-agent passes), then add each successor's share to every step.
         linked, successor = next_row >= 0, next_row.clamp(min=0)
         first = advantages[:, 0].clone()
         while True:
@@ -512,23 +447,20 @@ def compute_gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor
     return advantages, advantages + values
 
 
-def compute_lambda_returns(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor,
-                           next_value: torch.Tensor, gamma: float, gae_lambda: float,
-                           next_row: Optional[torch.Tensor] = None):
+def compute_lambda_returns(rewards, values, dones, next_value, gamma: float, gae_lambda: float, next_row=None):
     """TD(lambda) returns by their own recursion (Daley & Amato 2019, eq. 3) on the same layout:
     R_t = r_t + gamma * (1 - done_t) * ((1 - lambda) V(s_t+1) + lambda R_t+1), with R past a row's end =
     next_value (or, with `next_row`, the next row's return). A = R - V. For a state-value critic this is GAE
-    written another way (a test checks they agree). Returns (advantages, returns)."""
-    segments, horizon = rewards.shape
+    written another way (a test checks that they agree). Returns (advantages, returns)."""
     returns = torch.zeros_like(rewards)
     linked, successor = (next_row >= 0, next_row.clamp(min=0)) if next_row is not None else (None, None)
     beyond = next_value.clone()  # R just past each row's end; chains resolve one link per pass
     while True:
         next_return, next_values = beyond, next_value
-        for t in reversed(range(horizon)):
+        for t in reversed(range(rewards.shape[1])):
             nonterminal = 1.0 - dones[:, t]
-            returns[:, t] = rewards[:, t] + gamma * nonterminal * ((1 - gae_lambda) * next_values
-                                                                  + gae_lambda * next_return)
+            mixed = (1 - gae_lambda) * next_values + gae_lambda * next_return
+            returns[:, t] = rewards[:, t] + gamma * nonterminal * mixed
             next_return, next_values = returns[:, t], values[:, t]
         if linked is None:
             break
@@ -539,16 +471,13 @@ def compute_lambda_returns(rewards: torch.Tensor, values: torch.Tensor, dones: t
     return returns - values, returns
 
 
-# ----- prioritized minibatches -----
-
 def prio_beta(beta0: float, update: int, num_updates: int) -> float:
     """Importance-weight exponent: beta0 at the first update, exactly 1 at the last (PufferLib's
     beta0 + (1 - beta0) * alpha * progress stops short of 1 whenever alpha < 1)."""
     return 1.0 if num_updates <= 1 else beta0 + (1.0 - beta0) * (update - 1) / (num_updates - 1)
 
 
-def sample_minibatches(advantages: torch.Tensor, masks: torch.Tensor, num_minibatches: int, alpha: float,
-                       beta: float):
+def sample_minibatches(advantages, masks, num_minibatches: int, alpha: float, beta: float):
     """A list of (rows, weights) minibatches of whole rows. alpha == 0: a random permutation split into
     minibatches, every row once, weights None. alpha > 0: rows drawn WITH replacement with
     P(s) ~ (sum_t |A[s, t]|) ** alpha, so the frequencies are exactly those probabilities and the importance
@@ -569,30 +498,31 @@ def sample_minibatches(advantages: torch.Tensor, masks: torch.Tensor, num_miniba
     return minibatches
 
 
-# ----- loss -----
-
-def ppo_loss(new_logprobs, old_logprobs, advantages, new_values, old_values, returns, entropy, masks, weights,
-             clip_coef: float, vf_clip_coef: float, vf_coef: float, ent_coef: float):
-    """The clipped PPO objective on a minibatch of rows (all tensors (rows, horizon); advantages already
-    normalized; masks 1 for real agent steps; weights (rows,) importance weights or None). The weights
-    multiply the policy and value terms, the two estimates of an expectation over the rollout that
-    prioritized sampling biases; the entropy bonus is a regularizer and stays unweighted. The value loss is
-    pufferl.py's (no 1/2 factor). Returns (loss, pg_loss, v_loss, entropy, approx_kl, clipfrac).
-    """
-    logratio = new_logprobs - old_logprobs
+def ppo_loss(new_logprobs, new_values, entropy, mb: dict, weights, coefs):
+    """The clipped PPO objective on a minibatch of rows. All tensors are (rows, horizon): the policy's new
+    logprobs, values and entropies, and the rollout's `mb` logprobs, values, returns, advantages (normalized)
+    and masks (1 for real agent steps); weights: (rows,) importance weights or None; coefs: (clip_coef,
+    vf_clip_coef, vf_coef, ent_coef). The weights multiply the policy and value terms, the two estimates of
+    an expectation over the rollout that prioritized sampling biases; the entropy bonus is a regularizer and
+    stays unweighted. The value loss is pufferl.py's (no 1/2 factor). Returns (loss, the logged losses)."""
+    clip_coef, vf_clip_coef, vf_coef, ent_coef = coefs
+    advantages, masks = mb["advantages"], mb["masks"]
+    logratio = new_logprobs - mb["logprobs"]
     ratio = logratio.exp()
     pg = torch.max(-advantages * ratio, -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef))
-    v_clipped = old_values + torch.clamp(new_values - old_values, -vf_clip_coef, vf_clip_coef)
-    v = torch.max((new_values - returns) ** 2, (v_clipped - returns) ** 2)
+    v_clipped = mb["values"] + torch.clamp(new_values - mb["values"], -vf_clip_coef, vf_clip_coef)
+    v = torch.max((new_values - mb["returns"]) ** 2, (v_clipped - mb["returns"]) ** 2)
     if weights is not None:
         pg, v = pg * weights[:, None], v * weights[:, None]
     count = masks.sum().clamp(min=1.0)
-    pg_loss, v_loss, entropy_mean = (pg * masks).sum() / count, (v * masks).sum() / count, (entropy * masks).sum() / count
+    pg_loss, v_loss = (pg * masks).sum() / count, (v * masks).sum() / count
+    entropy_mean = (entropy * masks).sum() / count
     loss = pg_loss + vf_coef * v_loss - ent_coef * entropy_mean
     with torch.no_grad():
         approx_kl = (((ratio - 1) - logratio) * masks).sum() / count
         clipfrac = (((ratio - 1.0).abs() > clip_coef).float() * masks).sum() / count
-    return loss, pg_loss, v_loss, entropy_mean, approx_kl, clipfrac
+    losses = dict(policy_loss=pg_loss, value_loss=v_loss, entropy=entropy_mean, approx_kl=approx_kl, clipfrac=clipfrac)
+    return loss, {key: value.detach() for key, value in losses.items()}
 
 
 def normalize_advantages(advantages: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
@@ -605,6 +535,7 @@ def normalize_advantages(advantages: torch.Tensor, masks: torch.Tensor) -> torch
 
 # ----- evaluation -----
 
+
 def choose(logits: torch.Tensor, eval_actions: str) -> torch.Tensor:
     return logits.argmax(-1) if eval_actions == "greedy" else sample_actions(logits)[0]
 
@@ -613,7 +544,7 @@ def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device: torch
     """Plays until every agent of a fresh in-process env has finished one episode; per-agent returns and
     lengths of those first episodes (Tetris: `episodes` games; mpe-spread: `episodes` envs of 3 agents).
     Tetris's own stats are means over all games that ended meanwhile."""
-    vecenv = make_puffer_vecenv(args.env_id, "Serial", episodes, 1, 1, seed, max_ticks=args.max_ticks, log_interval=1)
+    vecenv = make_puffer_vecenv(args.env_id, episodes, seed, args.max_ticks, log_interval=1)
     stats, infos = EpisodeStats(vecenv.num_agents, vecenv.autoreset), []
     first_return, first_length = np.full(vecenv.num_agents, np.nan), np.zeros(vecenv.num_agents)
     state = policy.initial_state(vecenv.num_agents, device)
@@ -636,15 +567,15 @@ def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device: torch
     finally:
         vecenv.close()
     tetris = merge_infos(infos) if infos else {}
-    return {"return": first_return, "length": first_length,
-            **{key: np.array([tetris[key]]) for key in ("lines_deleted", "score") if key in tetris}}
+    extra = {key: np.array([tetris[key]]) for key in ("lines_deleted", "score") if key in tetris}
+    return {"return": first_return, "length": first_length, **extra}
 
 
 def evaluate_checkpoint(args: Args) -> dict:
     """--eval-checkpoint: --eval-episodes episodes (or, with --render, one Tetris game drawn in the terminal)."""
     ckpt, args, device = open_checkpoint("ppo_puffer_async", Args, args, required=("obs_dim", "num_actions"))
     if args.render and args.env_id != "tetris":
-        raise ValueError(f"--render draws Tetris games, and {args.eval_checkpoint} is a {args.env_id} run: drop --render")
+        raise ValueError(f"--render draws Tetris games; {args.eval_checkpoint} is a {args.env_id} run: drop --render")
     args = with_env_defaults(args)
     policy = Policy(ckpt["obs_dim"], ckpt["num_actions"], args.hidden_size, args.lstm_hidden_size if args.lstm else 0)
     load_weights(policy.to(device), ckpt, "--eval-checkpoint", args.eval_checkpoint)
@@ -656,23 +587,25 @@ def evaluate_checkpoint(args: Args) -> dict:
             with torch.inference_mode():
                 logits, _, state = policy.step(torch.as_tensor(obs, device=device), state)
             return choose(logits, args.eval_actions).cpu().numpy()
+
         return watch(act, args.seed + 10_000, args.max_ticks, args.render_fps)
     stats = evaluate(policy, args, args.eval_episodes, args.seed + 10_000, device)
-    report(f"{args.eval_checkpoint} (step {ckpt['global_step']:,}), {len(stats['return'])} episodes "
-           f"({args.eval_actions} actions):", stats)
+    episodes = f"{len(stats['return'])} episodes ({args.eval_actions} actions)"
+    report(f"{args.eval_checkpoint} (step {ckpt['global_step']:,}), {episodes}:", stats)
     return stats
 
 
 # ----- training -----
+
 
 def train(args: Args) -> dict:
     with Run("ppo_puffer_async", args, required=("obs_dim", "num_actions")) as run:
         args = with_env_defaults(run.args)
         validate_args(args)
         device = run.device
-        vecenv = run.closing(make_puffer_vecenv(args.env_id, args.backend, args.num_envs, args.num_workers,
-                                                args.async_factor, run.seed, max_ticks=args.max_ticks,
-                                                log_interval=args.horizon))
+        layout = dict(backend=args.backend, num_workers=args.num_workers, async_factor=args.async_factor)
+        vecenv = make_puffer_vecenv(args.env_id, args.num_envs, run.seed, args.max_ticks, args.horizon, **layout)
+        run.closing(vecenv)
         num_agents = vecenv.num_agents
         validate_args(args, num_agents)
         args = dataclasses.replace(args, batch_size=args.batch_size or num_agents * args.horizon)  # per rank
@@ -681,59 +614,67 @@ def train(args: Args) -> dict:
         state_size = args.lstm_hidden_size if args.lstm else 0
         policy = Policy(obs_dim, num_actions, args.hidden_size, state_size).to(device)
         optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5)
-        run.begin(args, policy, optimizer, args.batch_size, f"{args.env_id}, {num_agents} agents in "
-                  f"{args.async_factor} group(s), {args.backend}, {segments} rows x {args.horizon}",
-                  state=lambda: {"obs_dim": obs_dim, "num_actions": num_actions})
+        describe = f"{args.env_id}, {num_agents} agents, {args.async_factor} group(s), {segments} rows x {args.horizon}"
+        run.begin(
+            args, policy, optimizer, args.batch_size, describe, extra=dict(obs_dim=obs_dim, num_actions=num_actions)
+        )
         experience = Experience(segments, args.horizon, num_agents, obs_dim, device, state_size)
         stats = EpisodeStats(num_agents, vecenv.autoreset)
         vecenv.async_reset(run.seed + 1_000_000 * (run.start_update - 1))  # a resumed run plays fresh episodes
-        timers, episode_means, recent = dict(env=0.0, inference=0.0, learn=0.0), {}, {}
+        timers, episode_means, tetris = dict(env=0.0, inference=0.0, learn=0.0), {}, {}
+        coefs = (args.clip_coef, args.vf_clip_coef, args.vf_coef, args.ent_coef)
         for update in run.updates():
             lr = run.annealed_lr() if args.anneal_lr else args.learning_rate
             optimizer.param_groups[0]["lr"] = lr
-            infos = rollout(vecenv, policy, experience, stats, args.gamma, args.reward_scale, args.reward_clamp,
-                            device, timers)
+            infos = rollout(
+                vecenv, policy, experience, stats, args.gamma, args.reward_scale, args.reward_clamp, device, timers
+            )
 
             start = time.perf_counter()
             masks = experience.masks.float()
             dones = torch.maximum(experience.terminals, experience.truncations)
             estimate = compute_gae if args.advantage == "gae" else compute_lambda_returns
-            advantages, returns = estimate(experience.rewards, experience.values, dones, experience.next_value,
-                                           args.gamma, args.gae_lambda, experience.next_row)
+            rewards, values, next_value = experience.rewards, experience.values, experience.next_value
+            advantages, returns = estimate(
+                rewards, values, dones, next_value, args.gamma, args.gae_lambda, experience.next_row
+            )
             beta = prio_beta(args.prio_beta0, update, run.num_updates)
             for epoch in range(args.update_epochs):
                 for rows, weights in sample_minibatches(advantages, masks, args.num_minibatches, args.prio_alpha, beta):
-                    logits, new_values = policy.unroll(experience.obs[rows], take(experience.initial_state, rows),
-                                                       take(experience.starts, rows), args.burn_in, args.tbptt or 0)
+                    state, starts = take(experience.initial_state, rows), take(experience.starts, rows)
+                    logits, new_values = policy.unroll(
+                        experience.obs[rows], state, starts, args.burn_in, args.tbptt or 0
+                    )
                     new_logprobs, entropy = logprob_and_entropy(logits, experience.actions[rows])
-                    mb_masks = masks[rows]
+                    mb = dict(
+                        logprobs=experience.logprobs[rows],
+                        values=values[rows],
+                        returns=returns[rows],
+                        masks=masks[rows],
+                    )
                     if args.burn_in:  # burn-in steps only warm the state up
-                        mb_masks[:, :args.burn_in] = 0.0
-                    loss, pg_loss, v_loss, entropy_mean, approx_kl, clipfrac = ppo_loss(
-                        new_logprobs, experience.logprobs[rows], normalize_advantages(advantages[rows], mb_masks),
-                        new_values, experience.values[rows], returns[rows], entropy, mb_masks, weights,
-                        args.clip_coef, args.vf_clip_coef, args.vf_coef, args.ent_coef)
+                        mb["masks"][:, : args.burn_in] = 0.0
+                    mb["advantages"] = normalize_advantages(advantages[rows], mb["masks"])
+                    loss, losses = ppo_loss(new_logprobs, new_values, entropy, mb, weights, coefs)
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
                     # Under torchrun: the gradients averaged over the ranks, and approx_kl with them, so every
                     # rank stops at the same epoch; a non-finite loss stops the run (common/run.py).
-                    approx_kl = run.allreduce_gradients(policy.parameters(), loss, approx_kl)
-                    grad_norm = nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
+                    losses["approx_kl"] = run.allreduce_gradients(policy.parameters(), loss, losses["approx_kl"])
+                    losses["grad_norm"] = nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
                     optimizer.step()
-                if args.target_kl is not None and approx_kl > args.target_kl:
+                if args.target_kl is not None and losses["approx_kl"] > args.target_kl:
                     break
             timers["learn"] += time.perf_counter() - start
 
             returns_, lengths, infos = run.gather(*stats.pop(), infos)  # every rank's episodes and Tetris stats
             y, v = returns[experience.masks], experience.values[experience.masks]
             explained_var = float("nan") if y.var() == 0 else (1 - (y - v).var() / y.var()).item()
-            scalars = {
-                "charts/learning_rate": lr, "losses/policy_loss": pg_loss.item(), "losses/value_loss": v_loss.item(),
-                "losses/entropy": entropy_mean.item(), "losses/approx_kl": approx_kl.item(),
-                "losses/clipfrac": clipfrac.item(), "losses/explained_variance": explained_var,
-                "losses/grad_norm": grad_norm.item(), "charts/prio_beta": beta,
-                **{f"perf/{key}_time_frac": value / sum(timers.values()) for key, value in timers.items()},
-            }
+            scalars = {f"losses/{key}": value.item() for key, value in losses.items()}
+            scalars.update(
+                {"losses/explained_variance": explained_var, "charts/learning_rate": lr, "charts/prio_beta": beta}
+            )
+            scalars.update({f"perf/{key}_time_frac": value / sum(timers.values()) for key, value in timers.items()})
             if vecenv.agents_per_env > 1:
                 scalars["charts/agent_steps"] = run.global_step
                 scalars["charts/env_steps"] = run.global_step / vecenv.agents_per_env
@@ -742,13 +683,13 @@ def train(args: Args) -> dict:
                 scalars["charts/episodic_return"] = episode_means["return"]
                 scalars["charts/episodic_length"] = episode_means["length"]
             if infos:  # Tetris's own stats
-                recent = merge_infos(infos)
-                scalars.update({f"tetris/{key}": value for key, value in recent.items()})
+                tetris = merge_infos(infos)
+                scalars.update({f"tetris/{key}": value for key, value in tetris.items()})
             if run.eval_due():
                 run.evaluate(evaluate, policy, args, args.eval_episodes, args.seed + 10_000 + update, device)
-            run.log(scalars, ret=episode_means.get("return"), len=episode_means.get("length"),
-                    lines=recent.get("lines_deleted"))
-    return run.summary(policy=policy, args=args, episode_stats=episode_means, tetris_stats=recent, timers=timers)
+            ret, length = episode_means.get("return"), episode_means.get("length")
+            run.log(scalars, ret=ret, len=length, lines=tetris.get("lines_deleted"))
+    return run.summary(policy=policy, args=args, episode_stats=episode_means, tetris_stats=tetris, timers=timers)
 
 
 def main(argv=None) -> None:

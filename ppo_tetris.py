@@ -38,7 +38,7 @@ class Args(RunArgs):
     env_id: str = "PufferTetris"
     """the env name used in the run name (the env is always common.tetris.Tetris)"""
     total_timesteps: Optional[int] = None
-    """total environment steps, all ranks together, rounded down to whole updates (None: 40,000,000, about 19 min on 2 cores; on --resume: the checkpoint's total)"""
+    """environment steps, all ranks together, in whole updates (None: 40M, ~19 min on 2 cores; --resume: the saved)"""
     backend: Literal["Serial", "Multiprocessing"] = "Serial"
     """envs stepped in this process, or in --num-workers sleeping worker processes (common/vector.py)"""
     num_envs: int = 512
@@ -77,7 +77,7 @@ class Args(RunArgs):
     """stop the update's epochs early once approx_kl exceeds this (None: never); under torchrun the ranks'
     mean decides, so all stop together"""
     eval_episodes: int = 100
-    """games per --eval-checkpoint evaluation"""
+    """games per evaluation (sampled actions, as in training)"""
     render: bool = False
     """with --eval-checkpoint: play one game in the terminal instead"""
     render_fps: float = 10.0
@@ -89,20 +89,30 @@ DEFAULT_TOTAL_TIMESTEPS = 40_000_000
 
 def validate_args(args: Args) -> None:
     """Bad flags fail here, before any env or network is built, naming the flag to change."""
-    for flag, value in [("--num-envs", args.num_envs), ("--num-workers", args.num_workers),
-                        ("--num-steps", args.num_steps), ("--num-minibatches", args.num_minibatches),
-                        ("--update-epochs", args.update_epochs), ("--max-ticks", args.max_ticks)]:
+    for flag, value in [
+        ("--num-envs", args.num_envs),
+        ("--num-workers", args.num_workers),
+        ("--num-steps", args.num_steps),
+        ("--num-minibatches", args.num_minibatches),
+        ("--update-epochs", args.update_epochs),
+        ("--max-ticks", args.max_ticks),
+    ]:
         if value < 1:
             raise ValueError(f"{flag} must be at least 1 (got {value})")
-    for flag, value in [("--learning-rate", args.learning_rate), ("--clip-coef", args.clip_coef),
-                        ("--render-fps", args.render_fps)]:
+    for flag, value in [
+        ("--learning-rate", args.learning_rate),
+        ("--clip-coef", args.clip_coef),
+        ("--render-fps", args.render_fps),
+    ]:
         if value <= 0:
             raise ValueError(f"{flag} must be positive (got {value})")
     if args.num_envs % args.num_workers:
         raise ValueError(f"--num-envs {args.num_envs} must be divisible by --num-workers {args.num_workers}")
     if (args.num_envs * args.num_steps) % args.num_minibatches:
-        raise ValueError(f"--num-minibatches {args.num_minibatches} must divide num_envs * num_steps = "
-                         f"{args.num_envs * args.num_steps}")
+        raise ValueError(
+            f"--num-minibatches {args.num_minibatches} must divide num_envs * num_steps = "
+            f"{args.num_envs * args.num_steps}"
+        )
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
@@ -117,8 +127,10 @@ class Agent(nn.Module):
     def __init__(self, obs_dim: int, num_actions: int, hidden_size: int = 256):
         super().__init__()
         self.backbone = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, hidden_size)), nn.ReLU(),
-            layer_init(nn.Linear(hidden_size, hidden_size)), nn.ReLU(),
+            layer_init(nn.Linear(obs_dim, hidden_size)),
+            nn.ReLU(),
+            layer_init(nn.Linear(hidden_size, hidden_size)),
+            nn.ReLU(),
         )
         # Small policy-head init keeps the first policy near uniform; value head at unit scale.
         self.actor = layer_init(nn.Linear(hidden_size, num_actions), std=0.01)
@@ -138,13 +150,16 @@ class Agent(nn.Module):
 def make_storage(num_steps: int, num_envs: int, obs_dim: int, device: torch.device) -> dict:
     """Rollout tensors, allocated once: the shapes are the documentation."""
     shape = (num_steps, num_envs)
-    return dict(obs=torch.zeros(shape + (obs_dim,), device=device),
-                actions=torch.zeros(shape, dtype=torch.long, device=device),
-                **{key: torch.zeros(shape, device=device) for key in ("logprobs", "rewards", "dones", "values")})
+    return dict(
+        obs=torch.zeros(shape + (obs_dim,), device=device),
+        actions=torch.zeros(shape, dtype=torch.long, device=device),
+        **{key: torch.zeros(shape, device=device) for key in ("logprobs", "rewards", "dones", "values")},
+    )
 
 
-def collect_rollout(envs, agent: Agent, next_obs: torch.Tensor, storage: dict, gamma: float,
-                    device: torch.device, timers: dict):
+def collect_rollout(
+    envs, agent: Agent, next_obs: torch.Tensor, storage: dict, gamma: float, device: torch.device, timers: dict
+):
     """Fills `storage` by stepping every game num_steps times with the current policy.
 
     `dones[t]` = 1 when transition t ended its game. On truncation the step's reward already holds
@@ -182,8 +197,14 @@ def collect_rollout(envs, agent: Agent, next_obs: torch.Tensor, storage: dict, g
     return next_obs, infos
 
 
-def compute_gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor, next_value: torch.Tensor,
-                gamma: float, gae_lambda: float):
+def compute_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    dones: torch.Tensor,
+    next_value: torch.Tensor,
+    gamma: float,
+    gae_lambda: float,
+):
     """Generalized Advantage Estimation on (T, N) tensors, the same contract as a2c_cartpole.py.
 
     `dones[t]` = 1 when the transition at step t ended the episode (truncation already bootstrapped
@@ -202,8 +223,19 @@ def compute_gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor
     return advantages, advantages + values
 
 
-def ppo_loss(new_logprobs, old_logprobs, advantages, new_values, old_values, returns, entropy,
-             clip_coef: float, clip_vloss: bool, vf_coef: float, ent_coef: float):
+def ppo_loss(
+    new_logprobs,
+    old_logprobs,
+    advantages,
+    new_values,
+    old_values,
+    returns,
+    entropy,
+    clip_coef: float,
+    clip_vloss: bool,
+    vf_coef: float,
+    ent_coef: float,
+):
     """The clipped PPO objective on one minibatch (advantages already normalized if wanted).
 
     Returns (loss, pg_loss, v_loss, entropy, approx_kl, clipfrac); only `loss` needs gradients.
@@ -211,8 +243,7 @@ def ppo_loss(new_logprobs, old_logprobs, advantages, new_values, old_values, ret
     """
     logratio = new_logprobs - old_logprobs
     ratio = logratio.exp()
-    pg_loss = torch.max(-advantages * ratio,
-                        -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)).mean()
+    pg_loss = torch.max(-advantages * ratio, -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)).mean()
     if clip_vloss:
         # The value may move at most clip_coef from the rollout's estimate, or pay the larger error.
         v_clipped = old_values + torch.clamp(new_values - old_values, -clip_coef, clip_coef)
@@ -241,7 +272,8 @@ def play(agent: Agent, episodes: int, seed: int, max_ticks: int, device: torch.d
             if terminated[0] or truncated[0]:
                 stats[i] = infos[0]
                 active.remove(i)
-    return {key: np.array([s[key] for s in stats]) for key in ("ep_return", "ep_length", "lines_deleted", "score")}
+    keys = dict(ep_return="return", ep_length="length", lines_deleted="lines_deleted", score="score")
+    return {name: np.array([s[key] for s in stats]) for key, name in keys.items()}
 
 
 def evaluate_checkpoint(args: Args) -> dict:
@@ -250,9 +282,11 @@ def evaluate_checkpoint(args: Args) -> dict:
     agent = Agent(ckpt["obs_dim"], ckpt["num_actions"]).to(device)
     load_weights(agent, ckpt, "--eval-checkpoint", args.eval_checkpoint)
     if args.render:
+
         @torch.inference_mode()
         def act(obs):
             return agent.get_action_and_value(torch.as_tensor(obs, device=device))[0].cpu().numpy()
+
         return watch(act, args.seed + 10_000, args.max_ticks, args.render_fps)
     stats = play(agent, args.eval_episodes, args.seed + 10_000, args.max_ticks, device)
     games = args.eval_episodes
@@ -268,15 +302,29 @@ def train(args: Args) -> dict:
         validate_args(args)
         device = run.device
         # log_interval = num_steps: each env object reports its finished games once per rollout.
-        envs = run.closing(make_tetris_vecenv(args.backend, args.num_envs, args.num_workers, run.seed,
-                                              max_ticks=args.max_ticks, log_interval=args.num_steps))
+        envs = run.closing(
+            make_tetris_vecenv(
+                args.backend,
+                args.num_envs,
+                args.num_workers,
+                run.seed,
+                max_ticks=args.max_ticks,
+                log_interval=args.num_steps,
+            )
+        )
         obs_dim, num_actions = envs.single_observation_space.shape[0], int(envs.single_action_space.n)
         agent = Agent(obs_dim, num_actions).to(device)
         optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
         batch_size = args.num_envs * args.num_steps  # per rank
         minibatch_size = batch_size // args.num_minibatches
-        run.begin(args, agent, optimizer, batch_size, f"{args.num_envs} games, {args.backend}",
-                  state=lambda: {"obs_dim": obs_dim, "num_actions": num_actions})
+        run.begin(
+            args,
+            agent,
+            optimizer,
+            batch_size,
+            f"{args.num_envs} games, {args.backend}",
+            extra={"obs_dim": obs_dim, "num_actions": num_actions},
+        )
         storage = make_storage(args.num_steps, args.num_envs, obs_dim, device)
         obs, _ = envs.reset(seed=run.seed + run.start_update)  # a resumed run plays fresh games
         next_obs = torch.as_tensor(obs, device=device)
@@ -289,8 +337,9 @@ def train(args: Args) -> dict:
             start = time.perf_counter()
             with torch.inference_mode():
                 next_value = agent.get_value(next_obs)
-            advantages, returns = compute_gae(storage["rewards"], storage["values"], storage["dones"],
-                                              next_value, args.gamma, args.gae_lambda)
+            advantages, returns = compute_gae(
+                storage["rewards"], storage["values"], storage["dones"], next_value, args.gamma, args.gae_lambda
+            )
             b_obs = storage["obs"].reshape(batch_size, obs_dim)
             b_actions, b_logprobs, b_values = (storage[k].reshape(-1) for k in ("actions", "logprobs", "values"))
             b_advantages, b_returns = advantages.reshape(-1), returns.reshape(-1)
@@ -301,8 +350,18 @@ def train(args: Args) -> dict:
                     if args.norm_adv:
                         mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
                     loss, pg_loss, v_loss, entropy_mean, approx_kl, clipfrac = ppo_loss(
-                        new_logprobs, b_logprobs[mb], mb_advantages, new_values, b_values[mb], b_returns[mb],
-                        entropy, args.clip_coef, args.clip_vloss, args.vf_coef, args.ent_coef)
+                        new_logprobs,
+                        b_logprobs[mb],
+                        mb_advantages,
+                        new_values,
+                        b_values[mb],
+                        b_returns[mb],
+                        entropy,
+                        args.clip_coef,
+                        args.clip_vloss,
+                        args.vf_coef,
+                        args.ent_coef,
+                    )
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
                     # Under torchrun: the gradients averaged over the ranks, and approx_kl with them, so every
@@ -320,9 +379,12 @@ def train(args: Args) -> dict:
             steps_per_rank = (run.global_step - run.start_step) / len(env_times)
             scalars = {
                 "charts/learning_rate": optimizer.param_groups[0]["lr"],
-                "losses/policy_loss": pg_loss.item(), "losses/value_loss": v_loss.item(),
-                "losses/entropy": entropy_mean.item(), "losses/approx_kl": approx_kl.item(),
-                "losses/clipfrac": clipfrac.item(), "losses/explained_variance": explained_var,
+                "losses/policy_loss": pg_loss.item(),
+                "losses/value_loss": v_loss.item(),
+                "losses/entropy": entropy_mean.item(),
+                "losses/approx_kl": approx_kl.item(),
+                "losses/clipfrac": clipfrac.item(),
+                "losses/explained_variance": explained_var,
                 "losses/grad_norm": grad_norm.item(),
                 "perf/env_SPS": sum(steps_per_rank / env_time for env_time in env_times),
                 **{f"perf/{key}_time_frac": value / sum(timers.values()) for key, value in timers.items()},
@@ -332,7 +394,11 @@ def train(args: Args) -> dict:
                 scalars["charts/episodic_return"] = recent["ep_return"]
                 scalars["charts/episodic_length"] = recent["ep_length"]
                 scalars.update({f"tetris/{key}": value for key, value in recent.items()})
-            run.log(scalars, ret=recent.get("ep_return"), len=recent.get("ep_length"), lines=recent.get("lines_deleted"))
+            if run.eval_due():
+                run.evaluate(play, agent, args.eval_episodes, args.seed + 10_000 + update, args.max_ticks, device)
+            run.log(
+                scalars, ret=recent.get("ep_return"), len=recent.get("ep_length"), lines=recent.get("lines_deleted")
+            )
     steps = run.completed * run.update_size - run.start_step
     return run.summary(policy=agent, episode_stats=recent, timers=timers, env_sps=steps / max(timers["env"], 1e-9))
 

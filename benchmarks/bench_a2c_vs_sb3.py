@@ -91,11 +91,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--sb3-timesteps", type=int, default=500_000)
-    parser.add_argument("--sps-timesteps", type=int, default=100_000,
-                        help="steps of our A2C at SB3's settings, for the SPS ratio")
+    parser.add_argument(
+        "--sps-timesteps", type=int, default=100_000, help="steps of our A2C at SB3's settings, for the SPS ratio"
+    )
     parser.add_argument("--skip-sb3", action="store_true", help="only run ours (for tuning)")
-    parser.add_argument("--sps-only", action="store_true",
-                        help="only the SPS comparison: ours and SB3 at SB3's settings, --sps-timesteps each")
+    parser.add_argument(
+        "--sps-only",
+        action="store_true",
+        help="only the SPS comparison: ours and SB3 at SB3's settings, --sps-timesteps each",
+    )
     opts = parser.parse_args()
 
     rows = []
@@ -104,14 +108,21 @@ def main():
             history, sps = run_ours(seed)
             rows.append(("ours (defaults)", seed, *summarize(history), sps))
         if not opts.skip_sb3:
-            _, sps_same = run_ours(seed, num_envs=8, num_steps=5, learning_rate=7e-4, norm_obs=False,
-                                   anneal_lr=False, total_timesteps=opts.sps_timesteps)
+            _, sps_same = run_ours(
+                seed,
+                num_envs=8,
+                num_steps=5,
+                learning_rate=7e-4,
+                norm_obs=False,
+                anneal_lr=False,
+                total_timesteps=opts.sps_timesteps,
+            )
             rows.append(("ours (SB3 settings)", seed, None, None, None, sps_same))
             history, sps = run_sb3(seed, opts.sps_timesteps if opts.sps_only else opts.sb3_timesteps)
             rows.append(("SB3 A2C", seed, *summarize(history), sps))
         print(rows[-3:], flush=True)
 
-    print(f"\n| learner | seed | first eval >= 475 | stable solve | evals >= 475 after first hit | train SPS |")
+    print("\n| learner | seed | first eval >= 475 | stable solve | evals >= 475 after first hit | train SPS |")
     print("|---|---|---|---|---|---|")
     for name, seed, first, stable, share, sps in rows:
         share_txt = "-" if share is None else f"{share:.0%}"
@@ -124,9 +135,11 @@ def main():
         stables = [r[3] for r in mine]
         solved = [s for s in stables if s is not None]
         median = np.median([s if s is not None else np.inf for s in stables]) if solved else None
-        print(f"{name}: {len(solved)}/{len(mine)} seeds stably solved, median stable-solve step "
-              f"{median if median is None or np.isinf(median) else f'{median:,.0f}'}, "
-              f"median train SPS {np.median([r[5] for r in mine]):,.0f}")
+        print(
+            f"{name}: {len(solved)}/{len(mine)} seeds stably solved, median stable-solve step "
+            f"{median if median is None or np.isinf(median) else f'{median:,.0f}'}, "
+            f"median train SPS {np.median([r[5] for r in mine]):,.0f}"
+        )
     if not opts.skip_sb3:
         ours = np.median([r[5] for r in rows if r[0] == "ours (SB3 settings)"])
         sb3 = np.median([r[5] for r in rows if r[0] == "SB3 A2C"])

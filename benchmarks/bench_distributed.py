@@ -25,11 +25,19 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--np
 ROWS = {
     "tetris-cleanrl": ("ppo_tetris.py", lambda envs: ["--num-envs", str(envs)], 512, 64),
     "tetris-async": ("ppo_puffer_async.py", lambda envs: ["--num-envs", str(envs)], 512, 64),
-    "mpe-spread": ("ppo_puffer_async.py", lambda envs: ["--env-id", "mpe-spread", "--num-envs", str(envs),
-                                                        "--backend", "Serial", "--async-factor", "1"], 128, 64 * 3),
+    "mpe-spread": (
+        "ppo_puffer_async.py",
+        lambda envs: ["--env-id", "mpe-spread", "--num-envs", str(envs), "--backend", "Serial", "--async-factor", "1"],
+        128,
+        64 * 3,
+    ),
     # The default for mpe-spread: per rank, sleeping env workers step one group while the policy runs on the other.
-    "mpe-spread-workers": ("ppo_puffer_async.py", lambda envs: ["--env-id", "mpe-spread", "--num-envs", str(envs),
-                                                                "--num-workers", "2" if envs == 128 else "1"], 128, 64 * 3),
+    "mpe-spread-workers": (
+        "ppo_puffer_async.py",
+        lambda envs: ["--env-id", "mpe-spread", "--num-envs", str(envs), "--num-workers", "2" if envs == 128 else "1"],
+        128,
+        64 * 3,
+    ),
 }
 
 
@@ -112,11 +120,17 @@ def main():
     if opts.ddp_rank:
         return allreduce_vs_ddp()
     import torch
-    print(f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, torch {torch.__version__}, {opts.updates} updates per run")
+
+    cores = f"{os.cpu_count()} cores, torch {torch.__version__}"
+    print(f"{time.strftime('%Y-%m-%d')}, {cores}, {opts.updates} updates per run")
     scaling(opts.rows, opts.updates)
     print()
-    out = subprocess.run(TORCHRUN + [os.path.abspath(__file__), "--ddp-rank"], capture_output=True, text=True,
-                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    out = subprocess.run(
+        TORCHRUN + [os.path.abspath(__file__), "--ddp-rank"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     print(out.stdout if out.returncode == 0 else out.stderr[-2000:])
 
 

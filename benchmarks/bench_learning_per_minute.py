@@ -102,8 +102,10 @@ def main():
             continue
         print(f"\n{name} at minute " + ", ".join(f"{m:g}" for m in opts.marks) + ", and at the run's end")
         for command, cpu, workdir, r in results:
-            cells = [f"{r.get((tag, m), float('nan')):,.0f}" if tag == "steps" else f"{r.get((tag, m), float('nan')):.2f}"
-                     for m in (*opts.marks, "end")]
+            cells = [
+                f"{r.get((tag, m), float('nan')):,.0f}" if tag == "steps" else f"{r.get((tag, m), float('nan')):.2f}"
+                for m in (*opts.marks, "end")
+            ]
             print(f"| {command} (cores {cpu}) | " + " | ".join(cells) + f" (minute {r['end_minute']:.1f}) |")
     for command, cpu, workdir, r in results:
         print(f"log and runs of '{command}': {workdir}")

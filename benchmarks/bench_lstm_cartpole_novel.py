@@ -39,14 +39,24 @@ def ours(seed, lstm, changes=None):
     if EVAL_EVERY % batch:
         raise SystemExit(f"--set: an update of {batch} steps does not divide the {EVAL_EVERY:,}-step eval interval")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     with tempfile.TemporaryDirectory() as tmp:
         cwd = os.getcwd()
         os.chdir(tmp)
         try:
             start = time.perf_counter()
-            result = ppo_puffer_async.train(ppo_puffer_async.Args(
-                env_id="cartpole-novel", seed=seed, lstm=lstm, total_timesteps=TOTAL, eval_freq=EVAL_EVERY // batch,
-                eval_episodes=EVAL_EPISODES, checkpoint_freq=0, **(changes or {})))
+            result = ppo_puffer_async.train(
+                ppo_puffer_async.Args(
+                    env_id="cartpole-novel",
+                    seed=seed,
+                    lstm=lstm,
+                    total_timesteps=TOTAL,
+                    eval_freq=EVAL_EVERY // batch,
+                    eval_episodes=EVAL_EPISODES,
+                    checkpoint_freq=0,
+                    **(changes or {}),
+                )
+            )
             wall = time.perf_counter() - start
             events = EventAccumulator(result["run_dir"], size_guidance={"scalars": 0})
             events.Reload()
@@ -66,13 +76,31 @@ def sb3_contrib(seed):
 
     torch.set_num_threads(1)
     env = VecNormalize(make_vec_env(make_cartpole_novel, n_envs=8, seed=seed), gamma=0.98)
-    eval_env = VecNormalize(make_vec_env(make_cartpole_novel, n_envs=1, seed=seed + 10_000), training=False,
-                            norm_reward=False)
-    linear = lambda start: (lambda progress: progress * start)  # noqa: E731 (progress goes 1 -> 0)
-    model = RecurrentPPO("MlpLstmPolicy", env, n_steps=32, batch_size=256, n_epochs=20, gamma=0.98, gae_lambda=0.8,
-                         ent_coef=0.0, learning_rate=linear(1e-3), clip_range=linear(0.2), seed=seed, device="cpu",
-                         policy_kwargs=dict(ortho_init=False, activation_fn=torch.nn.ReLU, lstm_hidden_size=64,
-                                            enable_critic_lstm=True, net_arch=dict(pi=[64], vf=[64])))
+    eval_env = VecNormalize(
+        make_vec_env(make_cartpole_novel, n_envs=1, seed=seed + 10_000), training=False, norm_reward=False
+    )
+    linear = lambda start: lambda progress: progress * start  # noqa: E731 (progress goes 1 -> 0)
+    model = RecurrentPPO(
+        "MlpLstmPolicy",
+        env,
+        n_steps=32,
+        batch_size=256,
+        n_epochs=20,
+        gamma=0.98,
+        gae_lambda=0.8,
+        ent_coef=0.0,
+        learning_rate=linear(1e-3),
+        clip_range=linear(0.2),
+        seed=seed,
+        device="cpu",
+        policy_kwargs=dict(
+            ortho_init=False,
+            activation_fn=torch.nn.ReLU,
+            lstm_hidden_size=64,
+            enable_critic_lstm=True,
+            net_arch=dict(pi=[64], vf=[64]),
+        ),
+    )
     evals, eval_time = [], [0.0]
 
     def evaluate():
@@ -113,8 +141,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--learners", nargs="+", default=["lstm", "sb3-contrib", "mlp"])
-    parser.add_argument("--set", nargs="+", default=[], metavar="NAME=VALUE",
-                        help="our flags changed from the cartpole-novel defaults, e.g. learning_rate=1e-3 gamma=0.99")
+    parser.add_argument(
+        "--set",
+        nargs="+",
+        default=[],
+        metavar="NAME=VALUE",
+        help="our flags changed from the cartpole-novel defaults, e.g. learning_rate=1e-3 gamma=0.99",
+    )
     opts = parser.parse_args()
     changes = {}
     for item in opts.set:
@@ -127,13 +160,15 @@ def main():
             changes[name] = ast.literal_eval(value)  # numbers, True/False, None
         except (ValueError, SyntaxError):
             changes[name] = value  # a word, e.g. advantage=lambda-return
-    print(f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, torch {torch.__version__}, {TOTAL:,} steps per run"
-          + (f"; ours with {changes}" if changes else ""))
+    print(
+        f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, torch {torch.__version__}, {TOTAL:,} steps per run"
+        + (f"; ours with {changes}" if changes else "")
+    )
     print("| learner | seed | first eval >= 475 | stable solve | final eval | train SPS |")
     print("|---|---|---|---|---|---|")
     for seed in opts.seeds:
         for learner in opts.learners:
-            evals, sps, _ = (sb3_contrib(seed) if learner == "sb3-contrib" else ours(seed, learner == "lstm", changes))
+            evals, sps, _ = sb3_contrib(seed) if learner == "sb3-contrib" else ours(seed, learner == "lstm", changes)
             first, stable, final = summary(evals)
             cells = [f"{x:,}" if x is not None else "-" for x in (first, stable)]
             print(f"| {learner} | {seed} | {cells[0]} | {cells[1]} | {final:.0f} | {sps:,.0f} |", flush=True)

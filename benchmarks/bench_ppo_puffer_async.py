@@ -29,30 +29,42 @@ import ppo_tetris  # noqa: E402
 from common.envs import make_puffer_vecenv  # noqa: E402
 
 ROLLOUT_ROWS = {  # (label, backend, async_factor, num_workers)
-    "tetris": [("Serial loop (K=1)", "Serial", 1, 1), ("Multiprocessing sync (W=1, K=1)", "Multiprocessing", 1, 1),
-               ("Multiprocessing async (W=1, K=2)", "Multiprocessing", 2, 1),
-               ("Multiprocessing async (W=2, K=2)", "Multiprocessing", 2, 2)],
-    "mpe-spread": [("Serial loop (K=1)", "Serial", 1, 1), ("Multiprocessing sync (W=2, K=1)", "Multiprocessing", 1, 2),
-                   ("Multiprocessing async (W=1, K=2)", "Multiprocessing", 2, 1),
-                   ("Multiprocessing async (W=2, K=2, default)", "Multiprocessing", 2, 2)],
+    "tetris": [
+        ("Serial loop (K=1)", "Serial", 1, 1),
+        ("Multiprocessing sync (W=1, K=1)", "Multiprocessing", 1, 1),
+        ("Multiprocessing async (W=1, K=2)", "Multiprocessing", 2, 1),
+        ("Multiprocessing async (W=2, K=2)", "Multiprocessing", 2, 2),
+    ],
+    "mpe-spread": [
+        ("Serial loop (K=1)", "Serial", 1, 1),
+        ("Multiprocessing sync (W=2, K=1)", "Multiprocessing", 1, 2),
+        ("Multiprocessing async (W=1, K=2)", "Multiprocessing", 2, 1),
+        ("Multiprocessing async (W=2, K=2, default)", "Multiprocessing", 2, 2),
+    ],
 }
 NUM_ENVS = {"tetris": 1024, "mpe-spread": 64}
 
 
 def rollout_sps(env_id, backend, async_factor, num_workers, seconds):
     # Tetris with ppo_tetris.py's 256-wide network, so the rows compare with its figures
-    args = ppo_puffer_async.with_env_defaults(ppo_puffer_async.Args(
-        env_id=env_id, hidden_size=256 if env_id == "tetris" else None))
-    vecenv = make_puffer_vecenv(env_id, backend, NUM_ENVS[env_id], num_workers, async_factor, seed=1)
+    args = ppo_puffer_async.with_env_defaults(
+        ppo_puffer_async.Args(env_id=env_id, hidden_size=256 if env_id == "tetris" else None)
+    )
+    vecenv = make_puffer_vecenv(
+        env_id, NUM_ENVS[env_id], 1, backend=backend, num_workers=num_workers, async_factor=async_factor
+    )
     try:
         obs_dim, num_actions = vecenv.single_observation_space.shape[0], int(vecenv.single_action_space.n)
         policy = ppo_puffer_async.Policy(obs_dim, num_actions, args.hidden_size)
-        experience = ppo_puffer_async.Experience(vecenv.num_agents, args.horizon, vecenv.num_agents, obs_dim,
-                                                 torch.device("cpu"))
+        experience = ppo_puffer_async.Experience(
+            vecenv.num_agents, args.horizon, vecenv.num_agents, obs_dim, torch.device("cpu")
+        )
         stats = ppo_puffer_async.EpisodeStats(vecenv.num_agents, vecenv.autoreset)
         timers = dict(env=0.0, inference=0.0)
         vecenv.async_reset(1)
-        ppo_puffer_async.rollout(vecenv, policy, experience, stats, 0.99, 1.0, None, torch.device("cpu"), timers)  # warm-up
+        ppo_puffer_async.rollout(
+            vecenv, policy, experience, stats, 0.99, 1.0, None, torch.device("cpu"), timers
+        )  # warm-up
         steps, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
             ppo_puffer_async.rollout(vecenv, policy, experience, stats, 0.99, 1.0, None, torch.device("cpu"), timers)
@@ -106,24 +118,45 @@ def main():
         rows = []
         if opts.part in ("lstm", "all"):
             tetris = dict(env_id="tetris", total_timesteps=opts.train_updates * 512 * 64, checkpoint_freq=0)
-            rows += [("tetris, ours, default flags (MLP)", "ours", tetris),
-                     ("tetris, ours, default flags --lstm", "ours", dict(tetris, lstm=True))]
+            rows += [
+                ("tetris, ours, default flags (MLP)", "ours", tetris),
+                ("tetris, ours, default flags --lstm", "ours", dict(tetris, lstm=True)),
+            ]
         if opts.part == "lstm":
             opts.envs = []
         if "mpe-spread" in opts.envs:
             mpe = dict(env_id="mpe-spread", num_envs=128, checkpoint_freq=0)
             batch = 128 * 3 * 64
-            rows += [("mpe-spread, ours, Serial loop", "ours",
-                      dict(mpe, backend="Serial", async_factor=1, num_workers=1, total_timesteps=opts.train_updates * batch)),
-                     ("mpe-spread, ours, default (async W=2 K=2)", "ours",
-                      dict(mpe, total_timesteps=opts.train_updates * batch))]
+            rows += [
+                (
+                    "mpe-spread, ours, Serial loop",
+                    "ours",
+                    dict(
+                        mpe, backend="Serial", async_factor=1, num_workers=1, total_timesteps=opts.train_updates * batch
+                    ),
+                ),
+                (
+                    "mpe-spread, ours, default (async W=2 K=2)",
+                    "ours",
+                    dict(mpe, total_timesteps=opts.train_updates * batch),
+                ),
+            ]
         if "tetris" in opts.envs:
             batch = 512 * 64
-            rows += [("tetris, ppo_tetris.py (512 x 64, 8 mb, 2 epochs)", "ppo_tetris",
-                      dict(total_timesteps=opts.train_updates * batch, checkpoint_freq=0)),
-                     ("tetris, ours, same sizes and network", "ours",
-                      dict(env_id="tetris", hidden_size=256, total_timesteps=opts.train_updates * batch,
-                           checkpoint_freq=0))]
+            rows += [
+                (
+                    "tetris, ppo_tetris.py (512 x 64, 8 mb, 2 epochs)",
+                    "ppo_tetris",
+                    dict(total_timesteps=opts.train_updates * batch, checkpoint_freq=0),
+                ),
+                (
+                    "tetris, ours, same sizes and network",
+                    "ours",
+                    dict(
+                        env_id="tetris", hidden_size=256, total_timesteps=opts.train_updates * batch, checkpoint_freq=0
+                    ),
+                ),
+            ]
         sps = median_rows(rows, train_sps, opts.repeats)
         print(f"\nwhole-run training SPS, {opts.train_updates} updates, median of {opts.repeats}:")
         print(f"| {'run':<50} | training SPS |")

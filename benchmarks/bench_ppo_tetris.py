@@ -53,16 +53,25 @@ def main() -> None:
             cwd = os.getcwd()
             os.chdir(tmp)  # runs/ and the checkpoint go to a throwaway directory
             try:
-                result = train(Args(backend=backend, num_workers=num_workers, num_envs=args.num_envs,
-                                    num_steps=args.num_steps, total_timesteps=args.updates * batch_size))
+                result = train(
+                    Args(
+                        backend=backend,
+                        num_workers=num_workers,
+                        num_envs=args.num_envs,
+                        num_steps=args.num_steps,
+                        total_timesteps=args.updates * batch_size,
+                    )
+                )
             finally:
                 os.chdir(cwd)
         timers = result["timers"]
         total = sum(timers.values())
         split = ", ".join(f"{key} {value / total:.0%}" for key, value in timers.items())
-        print(f"{backend:<15} ({num_workers} worker{'s' if num_workers > 1 else ''}): training SPS "
-              f"{result['sps']:>8,.0f} | env-only SPS {env_sps:>10,.0f} (inside training {result['env_sps']:,.0f}) "
-              f"| time: {split}")
+        print(
+            f"{backend:<15} ({num_workers} worker{'s' if num_workers > 1 else ''}): training SPS "
+            f"{result['sps']:>8,.0f} | env-only SPS {env_sps:>10,.0f} (inside training {result['env_sps']:,.0f}) "
+            f"| time: {split}"
+        )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Steps per second of common.tetris.Tetris in one process, random actions, vs Ocean's C Tetris.
 
-    python benchmarks/bench_tetris_env.py            # N = 1,024 and 4,096, about 3 s each
-    python benchmarks/bench_tetris_env.py --quick    # under a second each
+python benchmarks/bench_tetris_env.py            # N = 1,024 and 4,096, about 3 s each
+python benchmarks/bench_tetris_env.py --quick    # under a second each
 """
 
 import argparse

@@ -36,6 +36,7 @@ MPE_ENVS = 64
 
 def mpe_spread():
     from mpe2 import simple_spread_v3
+
     return simple_spread_v3.parallel_env(N=3, max_cycles=25, continuous_actions=False)
 
 
@@ -45,13 +46,15 @@ MPE = functools.partial(pufferlib.emulation.PettingZooPufferEnv, env_creator=mpe
 def policy_for(vecenv):
     """Linear(obs, 128)-ReLU-Linear(128, actions), sampled: the forward pass a small PPO agent runs."""
     obs_size = int(np.prod(vecenv.single_observation_space.shape))
-    net = torch.nn.Sequential(torch.nn.Linear(obs_size, 128), torch.nn.ReLU(),
-                              torch.nn.Linear(128, vecenv.single_action_space.n))
+    net = torch.nn.Sequential(
+        torch.nn.Linear(obs_size, 128), torch.nn.ReLU(), torch.nn.Linear(128, vecenv.single_action_space.n)
+    )
 
     @torch.inference_mode()
     def act(obs):
         logits = net(torch.from_numpy(obs).reshape(len(obs), -1))
         return torch.multinomial(logits.softmax(-1), 1).squeeze(1).numpy().astype(np.int32)
+
     return act
 
 
@@ -91,16 +94,25 @@ def rows(env):
         puffer_serial = lambda: pufferlib.vector.make(creator, env_kwargs=whole, backend=pufferlib.vector.Serial)
         ours_serial = lambda: vector.make(creator, [], whole, backend="Serial")
         ours_mp_sync_1 = lambda: vector.make(creator, [], whole, backend="Multiprocessing")
-        ours = lambda w, k: vector.make(creator, [], half, backend="Multiprocessing", num_envs=2, num_workers=w, num_groups=k)
+        ours = lambda w, k: vector.make(
+            creator, [], half, backend="Multiprocessing", num_envs=2, num_workers=w, num_groups=k
+        )
     else:
         creator, whole, half, objects = MPE, {}, {}, MPE_ENVS
         puffer_serial = lambda: pufferlib.vector.make(creator, backend=pufferlib.vector.Serial, num_envs=MPE_ENVS)
         ours_serial = lambda: vector.make(creator, backend="Serial", num_envs=MPE_ENVS)
         ours_mp_sync_1 = lambda: vector.make(creator, backend="Multiprocessing", num_envs=MPE_ENVS)
-        ours = lambda w, k: vector.make(creator, backend="Multiprocessing", num_envs=MPE_ENVS, num_workers=w, num_groups=k)
+        ours = lambda w, k: vector.make(
+            creator, backend="Multiprocessing", num_envs=MPE_ENVS, num_workers=w, num_groups=k
+        )
     puffer_async = lambda: pufferlib.vector.make(
-        creator, env_kwargs=half, backend=pufferlib.vector.Multiprocessing, num_envs=objects, num_workers=2,
-        batch_size=objects // 2)
+        creator,
+        env_kwargs=half,
+        backend=pufferlib.vector.Multiprocessing,
+        num_envs=objects,
+        num_workers=2,
+        batch_size=objects // 2,
+    )
     return [
         ("pufferlib Serial, sync", puffer_serial),
         ("pufferlib Multiprocessing, 2 workers, async (2 groups)", puffer_async),

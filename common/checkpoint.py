@@ -125,8 +125,9 @@ def load_checkpoint(path: str, required_keys=(), map_location="cpu") -> dict:
 def check_keys(path: str, payload: dict, required_keys) -> None:
     missing = [k for k in required_keys if k not in payload]
     if missing:
-        raise CheckpointError(f"checkpoint {path} lacks the entries {', '.join(missing)}: "
-                              "it was not written by this script")
+        raise CheckpointError(
+            f"checkpoint {path} lacks the entries {', '.join(missing)}: it was not written by this script"
+        )
 
 
 def load_run_checkpoint(path: str, script: str, flag: str, resume: bool, required=()) -> dict:
@@ -137,8 +138,9 @@ def load_run_checkpoint(path: str, script: str, flag: str, resume: bool, require
         payload = load_checkpoint(path)
         other = saved_by(payload)
         if other in SCRIPTS and other != script:
-            raise ValueError(f"{flag}: {path} was saved by {other}.py, not {script}.py; "
-                             f"use python {other}.py {flag} {path}")
+            raise ValueError(
+                f"{flag}: {path} was saved by {other}.py, not {script}.py; use python {other}.py {flag} {path}"
+            )
         check_keys(path, payload, (RESUME_KEYS if resume else ("model", "args")) + tuple(required))
         return payload
     except CheckpointError as e:

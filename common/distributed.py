@@ -26,6 +26,7 @@ RANK_SEED_OFFSET = 100_000
 @dataclass
 class World:
     """This process's place in a torchrun job."""
+
     rank: int = 0
     size: int = 1
 
@@ -56,9 +57,9 @@ def allreduce_mean(params, extras: torch.Tensor, world: World) -> torch.Tensor:
     flat = torch.cat([g.reshape(-1) for g in grads] + [extras.to(grads[0].dtype)])
     dist.all_reduce(flat)
     flat /= world.size
-    for grad, mean in zip(grads, flat[:-len(extras)].split([g.numel() for g in grads])):
+    for grad, mean in zip(grads, flat[: -len(extras)].split([g.numel() for g in grads])):
         grad.copy_(mean.view_as(grad))
-    return flat[-len(extras):]
+    return flat[-len(extras) :]
 
 
 def gather(world: World, local):

@@ -68,9 +68,15 @@ class SameStepVectorEnv(gym.vector.VectorEnv):
         infos = {}
         if final_obs is not None:
             dones = self.terminations | self.truncations
-            infos = {"final_obs": final_obs, "_final_obs": dones, "_episode": dones,
-                     "episode": {"r": np.where(dones, self.episode_returns, 0.0),
-                                 "l": np.where(dones, self.episode_lengths, 0)}}
+            infos = {
+                "final_obs": final_obs,
+                "_final_obs": dones,
+                "_episode": dones,
+                "episode": {
+                    "r": np.where(dones, self.episode_returns, 0.0),
+                    "l": np.where(dones, self.episode_lengths, 0),
+                },
+            }
             self.episode_returns[dones], self.episode_lengths[dones] = 0.0, 0
         return self.observations, self.rewards.copy(), self.terminations.copy(), self.truncations.copy(), infos
 
@@ -131,7 +137,7 @@ def _tetris_sharing_final_obs(final_obs_buffer, slot, buf=None, seed=0, **tetris
     learner can read them even when the env steps in a Multiprocessing worker."""
     env = Tetris(buf=buf, seed=seed, **tetris_kwargs)
     rows = np.frombuffer(final_obs_buffer, dtype=np.float32).reshape(-1, *env.single_observation_space.shape)
-    env.final_observations = rows[slot * env.num_agents:(slot + 1) * env.num_agents]
+    env.final_observations = rows[slot * env.num_agents : (slot + 1) * env.num_agents]
     return env
 
 
@@ -151,15 +157,62 @@ def make_tetris_vecenv(backend: str, num_envs: int, num_workers: int, seed: int,
         raise ValueError(f"--num-envs {num_envs} must be divisible by --num-workers {num_workers}")
     obs_size = Tetris(num_envs=1, **tetris_kwargs).single_observation_space.shape[0]
     final_obs_buffer = multiprocessing.RawArray("f", num_envs * obs_size)
-    vecenv = vector.make([_tetris_sharing_final_obs] * num_workers, [[final_obs_buffer, i] for i in range(num_workers)],
-                         dict(num_envs=num_envs // num_workers, **tetris_kwargs), backend=backend,
-                         num_envs=num_workers, num_workers=num_workers, num_groups=1, seed=seed)
+    vecenv = vector.make(
+        [_tetris_sharing_final_obs] * num_workers,
+        [[final_obs_buffer, i] for i in range(num_workers)],
+        dict(num_envs=num_envs // num_workers, **tetris_kwargs),
+        backend=backend,
+        num_envs=num_workers,
+        num_workers=num_workers,
+        num_groups=1,
+        seed=seed,
+    )
     vecenv.final_observations = np.frombuffer(final_obs_buffer, dtype=np.float32).reshape(num_envs, obs_size)
     return vecenv
 
 
 # ----- ppo_puffer_async.py: every env kind behind one PufferLib-style vector env -----
 
+
+class EpisodeStats:
+    """Per-agent episode bookkeeping for every env kind: return and length, counted by the learner, and which
+    observations begin an episode (where an LSTM's state restarts from zeros).
+
+    With "same_step" autoreset (our Tetris) the observation after an end is already the next episode's (the
+    true last one is in `vecenv.final_observations`); with "next_step" (PufferLib's emulation) the observation
+    after an end IS the last one, the action on it is ignored, and the next recv brings the reset observation
+    with reward 0, which is no transition and is not counted.
+    """
+
+    def __init__(self, num_agents: int, autoreset: str):
+        self.next_step_reset = autoreset == "next_step"
+        self.ep_return = np.zeros(num_agents)
+        self.ep_length = np.zeros(num_agents, dtype=np.int64)
+        self.acting = np.zeros(num_agents, dtype=bool)  # the last action sent was a real step
+        self.ended = np.zeros(num_agents, dtype=bool)  # the last observation ended an episode
+        self.returns, self.lengths = [], []
+
+    def update(self, agents, rewards, dones, masks):
+        """Counts this recv's rewards. Returns (the agents whose episode ended, a bool per agent: this
+        observation begins an episode)."""
+        acting = self.acting[agents]
+        acted = agents[acting]
+        self.ep_return[acted] += rewards[acting]
+        self.ep_length[acted] += 1
+        ended = acted[dones[acting]]
+        self.returns.extend(self.ep_return[ended])
+        self.lengths.extend(self.ep_length[ended])
+        self.ep_return[ended], self.ep_length[ended] = 0.0, 0
+        starting = self.ended[agents] if self.next_step_reset else dones
+        self.ended[agents] = dones
+        # The observation that ends an emulated episode is its last, not a state to act in. Absent agents
+        # (mask False) act on nothing either.
+        self.acting[agents] = masks & ~dones if self.next_step_reset else masks
+        return ended, starting
+
+    def pop(self):
+        returns, lengths, self.returns, self.lengths = self.returns, self.lengths, [], []
+        return returns, lengths
 
 
 def _gymnasium_env(make_env, buf=None, seed=0):
@@ -177,8 +230,9 @@ def make_cartpole_novel() -> gym.Env:
     # Divided by the termination bounds (2.4, 12 degrees): both in [-1, 1] while the episode runs, where the
     # raw angle is a few hundredths and a small net barely sees it.
     bounds = np.array([env.unwrapped.x_threshold, env.unwrapped.theta_threshold_radians], dtype=np.float32)
-    space = gym.spaces.Box(env.observation_space.low[keep] / bounds, env.observation_space.high[keep] / bounds,
-                           dtype=np.float32)
+    space = gym.spaces.Box(
+        env.observation_space.low[keep] / bounds, env.observation_space.high[keep] / bounds, dtype=np.float32
+    )
     return gym.wrappers.TransformObservation(env, lambda obs: obs[keep] / bounds, space)
 
 
@@ -186,6 +240,7 @@ def make_repeat_previous_easy() -> gym.Env:
     """POPGym's RepeatPreviousEasy with the card as a one-hot: output the card seen 4 steps ago (a
     memoryless policy scores about -0.5, the maximum is 1.0)."""
     from popgym.envs.repeat_previous import RepeatPreviousEasy
+
     env = RepeatPreviousEasy()
     one_hot = np.eye(env.observation_space.n, dtype=np.float32)
     space = gym.spaces.Box(0.0, 1.0, (env.observation_space.n,), np.float32)
@@ -198,13 +253,25 @@ MEMORY_ENVS = {"cartpole-novel": make_cartpole_novel, "repeat-previous-easy": ma
 def _mpe_spread_env(buf=None, seed=0):
     """PettingZoo MPE simple_spread (N=3 agents, 25-step episodes that end in truncation)."""
     from mpe2 import simple_spread_v3
+
     return pufferlib.emulation.PettingZooPufferEnv(
-        env_creator=simple_spread_v3.parallel_env, env_kwargs=dict(N=3, max_cycles=25, continuous_actions=False),
-        buf=buf, seed=seed)
+        env_creator=simple_spread_v3.parallel_env,
+        env_kwargs=dict(N=3, max_cycles=25, continuous_actions=False),
+        buf=buf,
+        seed=seed,
+    )
 
 
-def make_puffer_vecenv(env_id: str, backend: str, num_envs: int, num_workers: int, async_factor: int, seed: int,
-                       max_ticks: int = 10_000, log_interval: int = 64):
+def make_puffer_vecenv(
+    env_id: str,
+    num_envs: int,
+    seed: int,
+    max_ticks=10_000,
+    log_interval=64,
+    backend="Serial",
+    num_workers=1,
+    async_factor=1,
+):
     """The vector env of ppo_puffer_async.py (common/vector.py's protocol: async_reset, recv, send).
 
     env_id "tetris": our native Tetris, `num_envs` games split over one env object per group and worker
@@ -216,18 +283,26 @@ def make_puffer_vecenv(env_id: str, backend: str, num_envs: int, num_workers: in
     `agents_per_env`.
     """
     if num_envs < 1 or num_workers < 1 or async_factor < 1:
-        raise ValueError(f"--num-envs, --num-workers and --async-factor must be at least 1 "
-                         f"(got {num_envs}, {num_workers}, {async_factor})")
+        raise ValueError(
+            f"--num-envs, --num-workers and --async-factor must be at least 1 "
+            f"(got {num_envs}, {num_workers}, {async_factor})"
+        )
     if env_id == "tetris":
         # One Tetris object steps many games with array ops: give each (group, worker) pair one object.
         objects = max(async_factor, num_workers)
         if num_envs % objects:
-            raise ValueError(f"--num-envs {num_envs} (Tetris games) must be divisible by "
-                             f"max(--async-factor, --num-workers) = {objects}")
+            raise ValueError(
+                f"--num-envs {num_envs} (Tetris games) must be divisible by "
+                f"max(--async-factor, --num-workers) = {objects}"
+            )
         obs_size = Tetris(num_envs=1, max_ticks=max_ticks).single_observation_space.shape[0]
         final_obs_buffer = multiprocessing.RawArray("f", num_envs * obs_size)
         kwargs = dict(num_envs=num_envs // objects, max_ticks=max_ticks, log_interval=log_interval)
-        creators, args, kwargs = [_tetris_sharing_final_obs] * objects, [[final_obs_buffer, i] for i in range(objects)], [kwargs] * objects
+        creators, args, kwargs = (
+            [_tetris_sharing_final_obs] * objects,
+            [[final_obs_buffer, i] for i in range(objects)],
+            [kwargs] * objects,
+        )
         autoreset = "same_step"
     elif env_id == "mpe-spread":
         try:
@@ -236,14 +311,35 @@ def make_puffer_vecenv(env_id: str, backend: str, num_envs: int, num_workers: in
             raise ValueError("--env-id mpe-spread needs the mpe2 package: pip install mpe2==1.1.1") from None
         creators, args, kwargs, autoreset = [_mpe_spread_env] * num_envs, [[]] * num_envs, [{}] * num_envs, "next_step"
     elif env_id in MEMORY_ENVS:
-        creators, args, kwargs, autoreset = [_gymnasium_env] * num_envs, [[MEMORY_ENVS[env_id]]] * num_envs, [{}] * num_envs, "next_step"
+        creators, args, kwargs, autoreset = (
+            [_gymnasium_env] * num_envs,
+            [[MEMORY_ENVS[env_id]]] * num_envs,
+            [{}] * num_envs,
+            "next_step",
+        )
     else:
-        check_gym_env(env_id, "is unknown: use tetris, mpe-spread, cartpole-novel, repeat-previous-easy or a "
-                              "registered Gymnasium id such as CartPole-v1")
+        check_gym_env(
+            env_id,
+            "is unknown: use tetris, mpe-spread, cartpole-novel, repeat-previous-easy or a "
+            "registered Gymnasium id such as CartPole-v1",
+        )
         make_env = functools.partial(gym.make, env_id, disable_env_checker=True)
-        creators, args, kwargs, autoreset = [_gymnasium_env] * num_envs, [[make_env]] * num_envs, [{}] * num_envs, "next_step"
-    vecenv = vector.make(creators, args, kwargs, backend=backend, num_envs=len(creators),
-                         num_workers=num_workers, num_groups=async_factor, seed=seed)
+        creators, args, kwargs, autoreset = (
+            [_gymnasium_env] * num_envs,
+            [[make_env]] * num_envs,
+            [{}] * num_envs,
+            "next_step",
+        )
+    vecenv = vector.make(
+        creators,
+        args,
+        kwargs,
+        backend=backend,
+        num_envs=len(creators),
+        num_workers=num_workers,
+        num_groups=async_factor,
+        seed=seed,
+    )
     vecenv.autoreset = autoreset
     vecenv.agents_per_env = vecenv.num_agents // num_envs if env_id != "tetris" else 1
     if env_id == "tetris":

@@ -36,8 +36,7 @@ import torch
 import tyro
 
 from common.checkpoint import SaveError, load_run_checkpoint, save_checkpoint
-from common.distributed import (RANK_SEED_OFFSET, StopRequest, allreduce_mean, broadcast_parameters, gather,
-                                init_world)
+from common.distributed import RANK_SEED_OFFSET, StopRequest, allreduce_mean, broadcast_parameters, gather, init_world
 from common.logs import Progress, make_run_name, make_writer
 from common.vector import WorkerError
 
@@ -47,6 +46,7 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT
 @dataclass
 class RunArgs:
     """The flags of the run itself, the same in every script; each script's Args adds the learning's."""
+
     exp_name: Optional[str] = None
     """the name of this experiment, part of the run name (None: the script's name)"""
     seed: int = 1
@@ -55,10 +55,14 @@ class RunArgs:
     """where the network runs (auto: cuda if available); these small networks are fastest on the CPU"""
     torch_threads: int = 1
     """torch CPU threads of the learner; on 2 shared cores one is fastest for these small networks"""
+    eval_freq: int = 0
+    """evaluate every this many updates and after the last one (0: only after the last)"""
+    eval_episodes: int = 10
+    """episodes per evaluation (per agent for multi-agent envs)"""
     checkpoint_freq: int = 50
     """save runs/<run>/<script>.pt every this many updates (0: only at the end and on Ctrl-C)"""
     resume: Optional[str] = None
-    """continue the run saved in this checkpoint with its flags; only --total-timesteps (a larger one extends the run) and --device can change"""
+    """continue this checkpoint's run with its flags (only --total-timesteps, to extend it, and --device change)"""
     eval_checkpoint: Optional[str] = None
     """load this checkpoint and only evaluate it over --eval-episodes episodes"""
     dist_backend: Literal["auto", "gloo", "nccl"] = "auto"
@@ -83,20 +87,42 @@ def annealed_lr(anchor: dict, step: int, end_step: int) -> float:
     return anchor["lr"] * (1.0 - (step - anchor["step"]) / (end_step - anchor["step"]))
 
 
+def check_flags(args, at_least_one: str = "", positive: str = "", positive_or_none: str = "") -> None:
+    """One line naming the flag unless each flag named in `at_least_one` is >= 1, in `positive` > 0, and in
+    `positive_or_none` None or > 0 (names as in Args, space-separated)."""
+    for names, bad, need in [
+        (at_least_one, lambda v: v < 1, "at least 1"),
+        (positive, lambda v: v <= 0, "positive"),
+        (positive_or_none, lambda v: v is not None and v <= 0, "positive, or left out"),
+    ]:
+        for name in names.split():
+            if bad(getattr(args, name)):
+                raise ValueError(f"--{name.replace('_', '-')} must be {need} (got {getattr(args, name)})")
+
+
 def check_run_flags(args) -> None:
     """The flags every script shares; one line naming the flag otherwise."""
     problems = [
         (args.torch_threads < 1, f"--torch-threads must be at least 1 (got {args.torch_threads})"),
         (args.checkpoint_freq < 0, f"--checkpoint-freq must be >= 0 (got {args.checkpoint_freq})"),
         (getattr(args, "eval_freq", 0) < 0, f"--eval-freq must be >= 0 (got {getattr(args, 'eval_freq', 0)})"),
-        (getattr(args, "eval_episodes", 1) < 1, f"--eval-episodes must be at least 1 "
-                                                f"(got {getattr(args, 'eval_episodes', 1)})"),
-        (args.total_timesteps is not None and args.total_timesteps < 1,
-         f"--total-timesteps must be positive (got {args.total_timesteps})"),
-        (bool(args.resume and args.eval_checkpoint), "--resume and --eval-checkpoint exclude each other: pass "
-         "--eval-checkpoint alone to evaluate a checkpoint, or --resume alone to train it further"),
-        (getattr(args, "render", False) and not args.eval_checkpoint,
-         "--render needs --eval-checkpoint PATH (the agent to watch)"),
+        (
+            getattr(args, "eval_episodes", 1) < 1,
+            f"--eval-episodes must be at least 1 (got {getattr(args, 'eval_episodes', 1)})",
+        ),
+        (
+            args.total_timesteps is not None and args.total_timesteps < 1,
+            f"--total-timesteps must be positive (got {args.total_timesteps})",
+        ),
+        (
+            bool(args.resume and args.eval_checkpoint),
+            "--resume and --eval-checkpoint exclude each other: pass "
+            "--eval-checkpoint alone to evaluate a checkpoint, or --resume alone to train it further",
+        ),
+        (
+            getattr(args, "render", False) and not args.eval_checkpoint,
+            "--render needs --eval-checkpoint PATH (the agent to watch)",
+        ),
     ]
     for failed, message in problems:
         if failed:
@@ -108,8 +134,9 @@ def saved_args(Args, ckpt: dict, flag: str, path: str):
     try:
         return Args(**ckpt["args"])
     except TypeError as e:  # a flag this version of the script no longer has
-        raise ValueError(f"{flag}: {path} was saved by a different version of this script ({e}); "
-                         "train a new run") from None
+        raise ValueError(
+            f"{flag}: {path} was saved by a different version of this script ({e}); train a new run"
+        ) from None
 
 
 class Run:
@@ -138,28 +165,34 @@ class Run:
         self.closers.append(resource.close)
         return resource
 
-    def begin(self, args, model: torch.nn.Module, optimizer, update_size: int, describe: str = "", state=dict):
+    def begin(self, args, model: torch.nn.Module, optimizer, update_size: int, describe: str = "", extra=None):
         """Sizes the run in whole updates of `update_size` agent steps per rank; restores a resumed run's
         weights, optimizer, RNG state and schedule; gives every rank rank 0's weights; opens the run's
-        directory and TensorBoard writer; says what will run. `state()` returns what else the checkpoint
-        holds (e.g. observation statistics)."""
-        self.args, self.model, self.optimizer, self.state = args, model, optimizer, state
+        directory and TensorBoard writer; says what will run. `extra`: what else each checkpoint holds, as
+        values or objects with a state_dict() (e.g. observation statistics), read at each save."""
+        self.args, self.model, self.optimizer, self.extra = args, model, optimizer, extra or {}
         world, ckpt, total = self.world, self.checkpoint, args.total_timesteps
         self.update_size = update_size * world.size  # agent steps per update, all ranks together
         if ckpt is not None:
             saved_world = ckpt.get("world_size", 1)
             if saved_world != world.size:  # an update is every rank's batch: it must not change size
-                raise ValueError(f"--resume: that run had {saved_world} rank(s) and this one has {world.size}; "
-                                 f"resume it with torchrun and {saved_world} ranks in all")
+                raise ValueError(
+                    f"--resume: that run had {saved_world} rank(s) and this one has {world.size}; "
+                    f"resume it with torchrun and {saved_world} ranks in all"
+                )
             if total // self.update_size <= ckpt["update"]:
                 own = "" if self.total_given else " (the checkpoint's own: that run is finished)"
-                raise ValueError(f"--total-timesteps {total:,}{own} adds no update to the checkpoint's "
-                                 f"{ckpt['global_step']:,} steps (an update is {self.update_size:,}); pass "
-                                 f"--total-timesteps {(ckpt['update'] + 1) * self.update_size:,} or more to train on")
+                raise ValueError(
+                    f"--total-timesteps {total:,}{own} adds no update to the checkpoint's "
+                    f"{ckpt['global_step']:,} steps (an update is {self.update_size:,}); pass "
+                    f"--total-timesteps {(ckpt['update'] + 1) * self.update_size:,} or more to train on"
+                )
         elif total < self.update_size:
             ranks = f": {world.size} ranks x {update_size:,}" if world.size > 1 else ""
-            raise ValueError(f"--total-timesteps {total:,} is less than one update ({self.update_size:,} agent "
-                             f"steps{ranks}); pass at least {self.update_size:,}")
+            raise ValueError(
+                f"--total-timesteps {total:,} is less than one update ({self.update_size:,} agent "
+                f"steps{ranks}); pass at least {self.update_size:,}"
+            )
         self.num_updates = total // self.update_size  # whole updates, as CleanRL; said below when it rounds
         self.end_step = self.num_updates * self.update_size
         self.lr_anchor = {"step": 0, "lr": args.learning_rate}
@@ -191,12 +224,18 @@ class Run:
         self.sps, self.last_eval, self.fields = 0.0, None, {}
         if self.main:
             ranks = f"{world.size} ranks x {update_size:,}, " if world.size > 1 else ""
-            print(f"run {run_name}: {describe + '; ' if describe else ''}updates {self.start_update}.."
-                  f"{self.num_updates} of {self.update_size:,} agent steps ({ranks}{self.device}); "
-                  "tensorboard --logdir runs", flush=True)
+            print(
+                f"run {run_name}: {describe + '; ' if describe else ''}updates {self.start_update}.."
+                f"{self.num_updates} of {self.update_size:,} agent steps ({ranks}{self.device}); "
+                "tensorboard --logdir runs",
+                flush=True,
+            )
             if self.end_step != total:
-                print(f"training to step {self.end_step:,}: {self.num_updates:,} updates of {self.update_size:,} "
-                      f"agent steps (--total-timesteps {total:,} rounded down to whole updates)", flush=True)
+                print(
+                    f"training to step {self.end_step:,}: {self.num_updates:,} updates of {self.update_size:,} "
+                    f"agent steps (--total-timesteps {total:,} rounded down to whole updates)",
+                    flush=True,
+                )
         self.progress = Progress(self.end_step, start_step=self.start_step)
         self.paused, self.began_at, self.started = 0.0, time.perf_counter(), True
 
@@ -233,14 +272,18 @@ class Run:
         if checks[0] > 0:
             raise FloatingPointError(
                 f"loss became {loss.item() if not torch.isfinite(loss) else 'non-finite on a rank'} at update "
-                f"{self.update} (step {self.global_step:,}); lower --learning-rate or --max-grad-norm")
+                f"{self.update} (step {self.global_step:,}); lower --learning-rate or --max-grad-norm"
+            )
         return checks[1] if len(extras) == 1 else tuple(checks[1:])
 
     def gather(self, *lists):
         """Each list pooled over the ranks, in rank order (one all_gather, which also agrees on a Ctrl-C under
         torchrun and sums the ranks' training SPS). Every rank calls it at the same updates."""
-        mine = dict(lists=lists, stop=self.stop is not None and self.stop.requested,
-                    sps=(self.global_step - self.start_step) / self.world.size / self.training_time())
+        mine = dict(
+            lists=lists,
+            stop=self.stop is not None and self.stop.requested,
+            sps=(self.global_step - self.start_step) / self.world.size / self.training_time(),
+        )
         everyone = gather(self.world, mine)
         self.interrupted |= any(rank["stop"] for rank in everyone)
         self.sps = sum(rank["sps"] for rank in everyone)
@@ -272,7 +315,10 @@ class Run:
         """Runs `evaluate(*args, **kwargs)` (a dict with per-episode "return" arrays), not counted as training
         time; logs eval/return_mean and eval/return_std at this update and shows the mean on the console."""
         start = time.perf_counter()
-        result = evaluate(*args, **kwargs)
+        cuda = [self.device] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda):  # evaluating never changes what training samples next
+            torch.manual_seed(self.args.seed + 10_000 + self.update)
+            result = evaluate(*args, **kwargs)
         self.paused += time.perf_counter() - start
         returns = result["return"]
         self.writer.add_scalar("eval/return_mean", float(returns.mean()), self.global_step)
@@ -291,15 +337,29 @@ class Run:
         start = time.perf_counter()
         step = self.completed * self.update_size
         try:
-            save_checkpoint(self.checkpoint_path, {
-                "script": self.script, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "global_step": step, "update": self.completed, "args": dataclasses.asdict(self.args),
-                "run_name": self.run_name, "lr_anchor": self.lr_anchor, "torch_rng_state": torch.get_rng_state(),
-                "world_size": self.world.size, **self.state()})
+            save_checkpoint(
+                self.checkpoint_path,
+                {
+                    "script": self.script,
+                    "model": self.model.state_dict(),
+                    "optimizer": self.optimizer.state_dict(),
+                    "global_step": step,
+                    "update": self.completed,
+                    "args": dataclasses.asdict(self.args),
+                    "run_name": self.run_name,
+                    "lr_anchor": self.lr_anchor,
+                    "torch_rng_state": torch.get_rng_state(),
+                    "world_size": self.world.size,
+                    **{k: v.state_dict() if hasattr(v, "state_dict") else v for k, v in self.extra.items()},
+                },
+            )
             self.saved_step = step
         except SaveError as e:
-            kept = (f"the checkpoint of step {self.saved_step:,} is kept" if self.saved_step is not None
-                    else "no checkpoint of this run exists yet")
+            kept = (
+                f"the checkpoint of step {self.saved_step:,} is kept"
+                if self.saved_step is not None
+                else "no checkpoint of this run exists yet"
+            )
             if final:
                 raise SaveError(f"{e}; {kept}") from None
             print(f"warning: {e}; {kept}; training goes on", file=sys.stderr, flush=True)
@@ -307,7 +367,9 @@ class Run:
             self.paused += time.perf_counter() - start
 
     def saved(self) -> str:
-        return f"saved {self.checkpoint_path} at step {self.saved_step:,}; continue with --resume {self.checkpoint_path}"
+        return (
+            f"saved {self.checkpoint_path} at step {self.saved_step:,}; continue with --resume {self.checkpoint_path}"
+        )
 
     def __enter__(self):
         return self
@@ -329,7 +391,8 @@ class Run:
                 raise ConnectionError(
                     f"rank {self.world.rank} of {self.world.size}: lost the other ranks in a collective "
                     f"({str(exc).splitlines()[0][:120]}); torchrun's report names the rank that failed"
-                    + (f"; {self.saved()}" if self.main else "")) from None
+                    + (f"; {self.saved()}" if self.main else "")
+                ) from None
             else:
                 return False
         finally:
@@ -337,15 +400,24 @@ class Run:
         if self.main:
             sps = (self.completed * self.update_size - self.start_step) / self.training_time()
             if self.interrupted:
-                print(f"interrupted at step {self.completed * self.update_size:,}: saved {self.checkpoint_path}, "
-                      f"envs closed; continue with --resume {self.checkpoint_path}", flush=True)
+                print(
+                    f"interrupted at step {self.completed * self.update_size:,}: saved {self.checkpoint_path}, "
+                    f"envs closed; continue with --resume {self.checkpoint_path}",
+                    flush=True,
+                )
             else:
-                fields = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
-                                   for k, v in self.fields.items() if k != "eval")
+                fields = ", ".join(
+                    f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                    for k, v in self.fields.items()
+                    if k != "eval"
+                )
                 evaluation = getattr(self, "eval_summary", "")
-                print(f"done: step {self.completed * self.update_size:,}, SPS {sps:,.0f}"
-                      + "".join(f", {part}" for part in (fields, evaluation) if part)
-                      + f"; saved {self.checkpoint_path}", flush=True)
+                print(
+                    f"done: step {self.completed * self.update_size:,}, SPS {sps:,.0f}"
+                    + "".join(f", {part}" for part in (fields, evaluation) if part)
+                    + f"; saved {self.checkpoint_path}",
+                    flush=True,
+                )
         return exc_type is KeyboardInterrupt  # the run was saved and said so: train() returns normally
 
     def close(self) -> None:
@@ -357,15 +429,21 @@ class Run:
             self.writer = None
         if self.world.size > 1:
             import torch.distributed as dist
+
             if dist.is_initialized():
                 dist.destroy_process_group()
 
     def summary(self, **extra) -> dict:
         """What train() returns: where the run is and how it went, plus `extra` (e.g. the policy)."""
-        return {"global_step": self.completed * self.update_size, "update": self.completed,
-                "sps": (self.completed * self.update_size - self.start_step) / self.training_time(),
-                "run_dir": self.run_dir, "checkpoint": self.checkpoint_path, "interrupted": self.interrupted,
-                **extra}
+        return {
+            "global_step": self.completed * self.update_size,
+            "update": self.completed,
+            "sps": (self.completed * self.update_size - self.start_step) / self.training_time(),
+            "run_dir": self.run_dir,
+            "checkpoint": self.checkpoint_path,
+            "interrupted": self.interrupted,
+            **extra,
+        }
 
 
 def load_weights(model: torch.nn.Module, ckpt: dict, flag: str, path: str) -> None:
@@ -375,15 +453,29 @@ def load_weights(model: torch.nn.Module, ckpt: dict, flag: str, path: str) -> No
         raise ValueError(f"{flag}: the weights in {path} do not fit this network: {str(e).splitlines()[0]}") from None
 
 
-def open_checkpoint(script: str, Args, args, required: tuple = (),
-                    keep=("seed", "device", "torch_threads", "eval_episodes", "eval_actions", "render", "render_fps",
-                          "eval_checkpoint")):
+def open_checkpoint(
+    script: str,
+    Args,
+    args,
+    required: tuple = (),
+    keep=(
+        "seed",
+        "device",
+        "torch_threads",
+        "eval_episodes",
+        "eval_actions",
+        "render",
+        "render_fps",
+        "eval_checkpoint",
+    ),
+):
     """--eval-checkpoint: (the checkpoint, its run's flags with this command's evaluation flags, device)."""
     check_run_flags(args)
     ckpt = load_run_checkpoint(args.eval_checkpoint, script, "--eval-checkpoint", resume=False, required=required)
     saved = saved_args(Args, ckpt, "--eval-checkpoint", args.eval_checkpoint)
     saved = dataclasses.replace(saved, **{key: getattr(args, key) for key in keep if hasattr(args, key)})
     torch.set_num_threads(saved.torch_threads)
+    torch.manual_seed(saved.seed + 10_000)  # sampled actions: the same evaluation every time
     return ckpt, saved, resolve_device(saved.device)
 
 

@@ -52,12 +52,24 @@ PIECE_CELLS = (
     (((0, 0), (1, 0), (2, 0), (3, 0)), ((0, 0), (0, 1), (0, 2), (0, 3))) * 2,
     (((0, 0), (1, 0), (1, 1), (2, 1)), ((0, 1), (0, 2), (1, 0), (1, 1))) * 2,
     (((0, 1), (1, 0), (1, 1), (2, 0)), ((0, 0), (0, 1), (1, 1), (1, 2))) * 2,
-    (((0, 1), (1, 0), (1, 1), (2, 1)), ((0, 1), (1, 0), (1, 1), (1, 2)),
-     ((0, 0), (1, 0), (1, 1), (2, 0)), ((0, 0), (0, 1), (0, 2), (1, 1))),
-    (((0, 0), (1, 0), (2, 0), (2, 1)), ((0, 0), (0, 1), (0, 2), (1, 0)),
-     ((0, 0), (0, 1), (1, 1), (2, 1)), ((0, 2), (1, 0), (1, 1), (1, 2))),
-    (((0, 1), (1, 1), (2, 0), (2, 1)), ((0, 0), (1, 0), (1, 1), (1, 2)),
-     ((0, 0), (0, 1), (1, 0), (2, 0)), ((0, 0), (0, 1), (0, 2), (1, 2))),
+    (
+        ((0, 1), (1, 0), (1, 1), (2, 1)),
+        ((0, 1), (1, 0), (1, 1), (1, 2)),
+        ((0, 0), (1, 0), (1, 1), (2, 0)),
+        ((0, 0), (0, 1), (0, 2), (1, 1)),
+    ),
+    (
+        ((0, 0), (1, 0), (2, 0), (2, 1)),
+        ((0, 0), (0, 1), (0, 2), (1, 0)),
+        ((0, 0), (0, 1), (1, 1), (2, 1)),
+        ((0, 2), (1, 0), (1, 1), (1, 2)),
+    ),
+    (
+        ((0, 1), (1, 1), (2, 0), (2, 1)),
+        ((0, 0), (1, 0), (1, 1), (1, 2)),
+        ((0, 0), (0, 1), (1, 0), (2, 0)),
+        ((0, 0), (0, 1), (0, 2), (1, 2)),
+    ),
 )
 NUM_PIECES = 7
 NOOP, LEFT, RIGHT, ROTATE, SOFT_DROP, HARD_DROP, HOLD = range(7)
@@ -79,8 +91,17 @@ MAX_COLS = LANE - 4
 ROW_STEP = np.array([0, 0, 0, 0, 1, 0, 0])
 COL_STEP = np.array([0, -1, 1, 0, 0, 0, 0])
 ROT_STEP = np.array([0, 0, 0, 1, 0, 0, 0])
-EPISODE_STATS = ("score", "perf", "ep_length", "ep_return", "lines_deleted", "avg_combo",
-                 "atn_frac_soft_drop", "atn_frac_hard_drop", "atn_frac_rotate")
+EPISODE_STATS = (
+    "score",
+    "perf",
+    "ep_length",
+    "ep_return",
+    "lines_deleted",
+    "avg_combo",
+    "atn_frac_soft_drop",
+    "atn_frac_hard_drop",
+    "atn_frac_rotate",
+)
 
 
 class Tetris(pufferlib.PufferEnv):
@@ -90,15 +111,18 @@ class Tetris(pufferlib.PufferEnv):
     `[{stat: mean over those episodes for stat in EPISODE_STATS, "n": number of episodes}]`.
     """
 
-    def __init__(self, num_envs=1024, n_rows=20, n_cols=10, deck_size=3, max_ticks=10000, seed=0,
-                 buf=None, log_interval=128):
+    def __init__(
+        self, num_envs=1024, n_rows=20, n_cols=10, deck_size=3, max_ticks=10000, seed=0, buf=None, log_interval=128
+    ):
         if num_envs < 1:
             raise ValueError(f"num_envs must be at least 1 (got {num_envs})")
         if n_rows < 4:
             raise ValueError(f"n_rows must be at least 4 so a vertical I fits at spawn (got {n_rows})")
         if not 3 <= n_cols <= MAX_COLS:
-            raise ValueError(f"n_cols must be in [3, {MAX_COLS}]: 2-wide pieces spawn at column n_cols // 2, "
-                             f"and 4 rows of n_cols + 4 bits pack into one int64 (got {n_cols})")
+            raise ValueError(
+                f"n_cols must be in [3, {MAX_COLS}]: 2-wide pieces spawn at column n_cols // 2, "
+                f"and 4 rows of n_cols + 4 bits pack into one int64 (got {n_cols})"
+            )
         if deck_size < 1:
             raise ValueError(f"deck_size must be at least 1 (got {deck_size})")
         if max_ticks < 1 or log_interval < 1:
@@ -146,8 +170,19 @@ class Tetris(pufferlib.PufferEnv):
         self.hold = np.full(n, -1, dtype=np.int64)
         self.can_hold = np.ones(n, dtype=bool)
         # clears counts the locks that cleared rows; soft_drops, hard_drops and rotates count attempts.
-        (self.piece_row, self.piece_col, self.piece_rot, self.tick, self.tick_fall, self.score, self.lines,
-         self.clears, self.soft_drops, self.hard_drops, self.rotates) = np.zeros((11, n), dtype=np.int64)
+        (
+            self.piece_row,
+            self.piece_col,
+            self.piece_rot,
+            self.tick,
+            self.tick_fall,
+            self.score,
+            self.lines,
+            self.clears,
+            self.soft_drops,
+            self.hard_drops,
+            self.rotates,
+        ) = np.zeros((11, n), dtype=np.int64)
         self.ep_return = np.zeros(n)
         self.drawn_cells = np.zeros((n, 4), dtype=np.int64)  # flat obs indices of the drawn falling piece
         self.reset()
@@ -225,10 +260,22 @@ class Tetris(pufferlib.PufferEnv):
 
     def board(self, env=0):
         """The locked cells of game `env` as an (n_rows, n_cols) 0/1 array."""
-        return ((self.rows[env, :self.n_rows, None] & self.cell_bits) != 0).astype(np.uint8)
+        return ((self.rows[env, : self.n_rows, None] & self.cell_bits) != 0).astype(np.uint8)
 
-    def set_position(self, env=0, board=None, piece=None, rot=0, row=0, col=None, hold=None,
-                     can_hold=True, upcoming=None, tick=None, tick_fall=0):
+    def set_position(
+        self,
+        env=0,
+        board=None,
+        piece=None,
+        rot=0,
+        row=0,
+        col=None,
+        hold=None,
+        can_hold=True,
+        upcoming=None,
+        tick=None,
+        tick_fall=0,
+    ):
         """Script a position for game `env` (tests, demos), keeping every derived array consistent.
 
         board: n_rows strings of n_cols chars ('#' locked, anything else empty) or a 0/1 array.
@@ -236,17 +283,19 @@ class Tetris(pufferlib.PufferEnv):
         (col None = spawn column) with rotation rot. hold: letter/id or None for empty. upcoming:
         letters/ids for deck[1:], front first. The pose must fit the board; that is not checked.
         """
+
         def piece_id(p):
             return PIECE_NAMES.index(p) if isinstance(p, str) else int(p)
+
         if board is not None:
             cells = np.array([[ch == "#" for ch in line] for line in board] if isinstance(board[0], str) else board)
             if cells.shape != (self.n_rows, self.n_cols):
                 raise ValueError(f"board must be {self.n_rows}x{self.n_cols}, got {cells.shape}")
-            self.rows[env, :self.n_rows] = self.empty_rows[:self.n_rows] | (cells.astype(np.int64) @ self.cell_bits)
+            self.rows[env, : self.n_rows] = self.empty_rows[: self.n_rows] | (cells.astype(np.int64) @ self.cell_bits)
         if piece is not None:
             self.deck[env, 0] = piece_id(piece)
         if upcoming is not None:
-            self.deck[env, 1:1 + len(upcoming)] = [piece_id(p) for p in upcoming]
+            self.deck[env, 1 : 1 + len(upcoming)] = [piece_id(p) for p in upcoming]
         self.hold[env] = -1 if hold is None else piece_id(hold)
         self.can_hold[env] = can_hold
         self.piece_rot[env], self.piece_row[env] = rot, row
@@ -267,10 +316,14 @@ class Tetris(pufferlib.PufferEnv):
         cells = self.cell_offsets[self.deck[env, 0] * 4 + self.piece_rot[env]]
         grid[self.piece_row[env] + cells // self.n_cols, self.piece_col[env] + cells % self.n_cols] = "@"
         hold = PIECE_NAMES[self.hold[env]] if self.hold[env] >= 0 else "-"
-        side = [f"piece {PIECE_NAMES[self.deck[env, 0]]}",
-                "next  " + " ".join(PIECE_NAMES[p] for p in self.deck[env, 1:self.deck_size]),
-                f"hold  {hold}{'' if self.can_hold[env] else ' (used)'}",
-                f"score {self.score[env]}", f"lines {self.lines[env]}", f"tick  {self.tick[env]}"]
+        side = [
+            f"piece {PIECE_NAMES[self.deck[env, 0]]}",
+            "next  " + " ".join(PIECE_NAMES[p] for p in self.deck[env, 1 : self.deck_size]),
+            f"hold  {hold}{'' if self.can_hold[env] else ' (used)'}",
+            f"score {self.score[env]}",
+            f"lines {self.lines[env]}",
+            f"tick  {self.tick[env]}",
+        ]
         lines = [f"|{''.join(r)}|  {side[i] if i < len(side) else ''}".rstrip() for i, r in enumerate(grid)]
         return "\n".join(lines + ["+" + "-" * self.n_cols + "+"])
 
@@ -280,7 +333,7 @@ class Tetris(pufferlib.PufferEnv):
         The env starts the next game in the same step that ends one, so render() would show the new game;
         after a game over the final observation shows the piece that no longer fit drawn over the board.
         """
-        cells = self.final_observations[env, :self.n_rows * self.n_cols].reshape(self.n_rows, self.n_cols)
+        cells = self.final_observations[env, : self.n_rows * self.n_cols].reshape(self.n_rows, self.n_cols)
         grid = np.where(cells == 1.0, "#", np.where(cells > 0.0, "@", "."))
         return "\n".join([f"|{''.join(row)}|" for row in grid] + ["+" + "-" * self.n_cols + "+"])
 
@@ -336,7 +389,7 @@ class Tetris(pufferlib.PufferEnv):
         # Its 4 cells turn from empty (erased at the start of the step) to locked; the rest of the
         # observed board changes only if rows are cleared.
         self.obs_flat[self._piece_cells(envs)] = 1.0
-        full = self.rows[envs, :self.n_rows] == FULL_LANE
+        full = self.rows[envs, : self.n_rows] == FULL_LANE
         cleared = full.sum(axis=1)
         clearing = np.flatnonzero(cleared)
         if clearing.size:
@@ -344,9 +397,9 @@ class Tetris(pufferlib.PufferEnv):
             # rows then become empty rows at the top.
             order = np.argsort(~full[clearing], axis=1, kind="stable")
             games = envs[clearing]
-            kept = np.take_along_axis(self.rows[games, :self.n_rows], order, axis=1)
+            kept = np.take_along_axis(self.rows[games, : self.n_rows], order, axis=1)
             emptied = np.arange(self.n_rows) < cleared[clearing, None]
-            self.rows[games, :self.n_rows] = np.where(emptied, self.empty_rows[:self.n_rows], kept)
+            self.rows[games, : self.n_rows] = np.where(emptied, self.empty_rows[: self.n_rows], kept)
         self.score[envs] += LINE_CLEAR_SCORE[cleared]
         self.rewards[envs] += LINE_CLEAR_REWARD[cleared]
         self.lines[envs] += cleared
@@ -385,8 +438,8 @@ class Tetris(pufferlib.PufferEnv):
     # ----- observation and logs -----
 
     def _write_board(self, envs):
-        cells = (self.rows[envs, :self.n_rows, None] & self.cell_bits) != 0
-        self.observations[envs, :self.num_cells] = cells.reshape(len(envs), self.num_cells)
+        cells = (self.rows[envs, : self.n_rows, None] & self.cell_bits) != 0
+        self.observations[envs, : self.num_cells] = cells.reshape(len(envs), self.num_cells)
 
     def _piece_cells(self, envs):
         """Flat observation indices of the falling pieces' cells, (len(envs), 4)."""
@@ -419,8 +472,11 @@ class Tetris(pufferlib.PufferEnv):
         ticks = self.tick[envs]
         lines, clears = self.lines[envs], self.clears[envs]
         stats = {
-            "score": self.score[envs], "perf": self.score[envs] / PERF_SCORE, "ep_length": ticks,
-            "ep_return": self.ep_return[envs], "lines_deleted": lines,
+            "score": self.score[envs],
+            "perf": self.score[envs] / PERF_SCORE,
+            "ep_length": ticks,
+            "ep_return": self.ep_return[envs],
+            "lines_deleted": lines,
             "avg_combo": np.where(clears > 0, lines / np.maximum(clears, 1), 1.0),
             "atn_frac_soft_drop": self.soft_drops[envs] / ticks,
             "atn_frac_hard_drop": self.hard_drops[envs] / ticks,
@@ -461,8 +517,11 @@ def watch(act, seed: int, max_ticks: int, fps: float) -> dict:
         _, _, terminated, truncated, infos = game.step(np.asarray(act(game.observations), dtype=np.int32))
         if terminated[0] or truncated[0]:
             end, info = "game over" if terminated[0] else f"truncated at --max-ticks {max_ticks}", infos[0]
-            print("\033[H\033[2J" + game.render_final() + f"\n{end}: {info['ep_length']:.0f} steps, score "
-                  f"{info['score']:.0f}, lines {info['lines_deleted']:.0f}, return {info['ep_return']:.2f}", flush=True)
+            print(
+                "\033[H\033[2J" + game.render_final() + f"\n{end}: {info['ep_length']:.0f} steps, score "
+                f"{info['score']:.0f}, lines {info['lines_deleted']:.0f}, return {info['ep_return']:.2f}",
+                flush=True,
+            )
             return info
 
 

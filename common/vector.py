@@ -57,8 +57,9 @@ class WorkerError(RuntimeError):
     """A worker process died or one of its envs raised; the vecenv is closed and its workers reaped."""
 
 
-def make(env_creators, env_args=None, env_kwargs=None, backend="Serial", num_envs=1, num_workers=1,
-         num_groups=1, seed=0):
+def make(
+    env_creators, env_args=None, env_kwargs=None, backend="Serial", num_envs=1, num_workers=1, num_groups=1, seed=0
+):
     """A `Serial` (in this process) or `Multiprocessing` vecenv of `num_envs` env objects in `num_groups`
     groups. `env_creators`, `env_args`, `env_kwargs` are lists with one entry per object, or a single
     callable / args list / kwargs dict used for all; object i is built as
@@ -70,19 +71,25 @@ def make(env_creators, env_args=None, env_kwargs=None, backend="Serial", num_env
     if num_envs < 1 or num_groups < 1:
         raise ValueError(f"--num-envs and --async-factor must be at least 1 (got {num_envs}, {num_groups})")
     if num_envs % num_groups:
-        raise ValueError(f"--num-envs {num_envs} must be divisible by --async-factor {num_groups} "
-                         "(the envs are split into that many equal groups)")
+        raise ValueError(
+            f"--num-envs {num_envs} must be divisible by --async-factor {num_groups} "
+            "(the envs are split into that many equal groups)"
+        )
     if backend == "Serial":
         return Serial(env_creators, env_args, env_kwargs, num_envs, num_groups, seed)
     cores = psutil.cpu_count(logical=False) or 1
     if not 1 <= num_workers <= num_envs:
         raise ValueError(f"--num-workers must be between 1 and --num-envs {num_envs} (got {num_workers})")
     if num_workers > cores:
-        raise ValueError(f"--num-workers {num_workers} exceeds the {cores} physical CPU cores: use at most "
-                         f"{cores}, or --backend Serial")
+        raise ValueError(
+            f"--num-workers {num_workers} exceeds the {cores} physical CPU cores: use at most "
+            f"{cores}, or --backend Serial"
+        )
     if num_groups % num_workers and num_workers % num_groups:
-        raise ValueError(f"--async-factor {num_groups} and --num-workers {num_workers} must divide one another "
-                         "(each worker hosts whole groups, or each group spans whole workers)")
+        raise ValueError(
+            f"--async-factor {num_groups} and --num-workers {num_workers} must divide one another "
+            "(each worker hosts whole groups, or each group spans whole workers)"
+        )
     if num_envs % num_workers:
         raise ValueError(f"--num-envs {num_envs} must be divisible by --num-workers {num_workers}")
     return Multiprocessing(env_creators, env_args, env_kwargs, num_envs, num_workers, num_groups, seed)
@@ -100,8 +107,10 @@ def _per_object(env_creators, env_args, env_kwargs, num_envs):
     if isinstance(env_kwargs, dict):
         env_kwargs = [env_kwargs] * num_envs
     if not len(env_creators) == len(env_args) == len(env_kwargs) == num_envs:
-        raise ValueError(f"--num-envs {num_envs}: got {len(env_creators)} env creators, {len(env_args)} args "
-                         f"lists and {len(env_kwargs)} kwargs dicts; give one per env object, or a single one")
+        raise ValueError(
+            f"--num-envs {num_envs}: got {len(env_creators)} env creators, {len(env_args)} args "
+            f"lists and {len(env_kwargs)} kwargs dicts; give one per env object, or a single one"
+        )
     return env_creators, env_args, env_kwargs
 
 
@@ -147,9 +156,14 @@ class _VecEnv:
     def _buffers(self, index):
         """Views of env object `index`'s agent rows, the `buf` it is built with."""
         rows = slice(index * self.agents_per_env, (index + 1) * self.agents_per_env)
-        return dict(observations=self.observations[rows], rewards=self.rewards[rows],
-                    terminals=self.terminals[rows], truncations=self.truncations[rows],
-                    masks=self.masks[rows], actions=self.actions[rows])
+        return dict(
+            observations=self.observations[rows],
+            rewards=self.rewards[rows],
+            terminals=self.terminals[rows],
+            truncations=self.truncations[rows],
+            masks=self.masks[rows],
+            actions=self.actions[rows],
+        )
 
     def _rows(self, group):
         return slice(group * self.agents_per_group, (group + 1) * self.agents_per_group)
@@ -184,8 +198,15 @@ class _VecEnv:
         group = self._held = self._ready.popleft()
         infos, self._infos[group] = self._infos[group], []
         rows = self._rows(group)
-        return (self.observations[rows], self.rewards[rows], self.terminals[rows], self.truncations[rows],
-                infos, self.agent_ids[rows], self.masks[rows])
+        return (
+            self.observations[rows],
+            self.rewards[rows],
+            self.terminals[rows],
+            self.truncations[rows],
+            infos,
+            self.agent_ids[rows],
+            self.masks[rows],
+        )
 
     def send(self, actions):
         """Actions (agents_per_group, ...) for the group last returned by recv(); starts its step."""
@@ -195,8 +216,9 @@ class _VecEnv:
         rows = self._rows(self._held)
         actions = np.asarray(actions)
         if actions.shape != self.actions[rows].shape:
-            raise ValueError(f"send() expects actions of shape {self.actions[rows].shape} for one group "
-                             f"(got {actions.shape})")
+            raise ValueError(
+                f"send() expects actions of shape {self.actions[rows].shape} for one group (got {actions.shape})"
+            )
         self.actions[rows] = actions
         group, self._held = self._held, None
         self._start(group, STEP, 0)
@@ -230,8 +252,11 @@ class _VecEnv:
 def _check_env(env, index, buf, driver):
     """An env object must have the driver's spaces and agent count and write into the `buf` it was given
     (an env that ignores `buf` would leave the learner reading zeros)."""
-    if (env.single_observation_space != driver.single_observation_space
-            or env.single_action_space != driver.single_action_space or env.num_agents != driver.num_agents):
+    if (
+        env.single_observation_space != driver.single_observation_space
+        or env.single_action_space != driver.single_action_space
+        or env.num_agents != driver.num_agents
+    ):
         raise ValueError(f"env object {index} has different spaces or num_agents than env object 0")
     if not np.shares_memory(env.observations, buf["observations"]):
         raise ValueError(f"env object {index} does not write into the buffers given to it as buf=")
@@ -266,8 +291,15 @@ class Serial(_VecEnv):
     """All env objects in this process; `send` steps the group right away, so groups come back in turn."""
 
     def __init__(self, env_creators, env_args, env_kwargs, num_envs, num_groups, seed):
-        super().__init__(env_creators, env_args, env_kwargs, num_envs, num_groups, seed,
-                         allocate=lambda shape, dtype: np.zeros(shape, dtype))
+        super().__init__(
+            env_creators,
+            env_args,
+            env_kwargs,
+            num_envs,
+            num_groups,
+            seed,
+            allocate=lambda shape, dtype: np.zeros(shape, dtype),
+        )
         driver = self.driver_env
         self.envs = []
         for i in range(num_envs):
@@ -280,7 +312,7 @@ class Serial(_VecEnv):
         self.processes = []
         self.num_workers = 0  # no worker processes; make()'s num_workers is ignored
         per = self.envs_per_group
-        self._groups = [list(enumerate(self.envs))[g * per:(g + 1) * per] for g in range(num_groups)]
+        self._groups = [list(enumerate(self.envs))[g * per : (g + 1) * per] for g in range(num_groups)]
 
     def _start(self, group, op, seed):
         objects = self._groups[group]
@@ -362,8 +394,9 @@ class Multiprocessing(_VecEnv):
         self.num_workers = num_workers
         per_worker, per_group = num_envs // num_workers, num_envs // num_groups
         # The workers each group is on; each worker owns objects [w * per_worker, (w + 1) * per_worker).
-        self._group_workers = [sorted({i // per_worker for i in range(g * per_group, (g + 1) * per_group)})
-                               for g in range(num_groups)]
+        self._group_workers = [
+            sorted({i // per_worker for i in range(g * per_group, (g + 1) * per_group)}) for g in range(num_groups)
+        ]
         self._outstanding = [collections.deque() for _ in range(num_workers)]  # groups sent, FIFO per worker
         self._infos_by_worker = [[] for _ in range(num_groups)]  # (worker, infos) of a group's replies so far
 
@@ -383,8 +416,12 @@ class Multiprocessing(_VecEnv):
             self._commands.append(commands)
             self._replies.append(replies)
             learner_ends = self._commands + self._replies
-            process = context.Process(target=_worker, name=f"vector-worker-{w}", daemon=True,
-                                      args=(parent_pid, make_objects, worker_commands, worker_replies, learner_ends))
+            process = context.Process(
+                target=_worker,
+                name=f"vector-worker-{w}",
+                daemon=True,
+                args=(parent_pid, make_objects, worker_commands, worker_replies, learner_ends),
+            )
             with _sigint_ignored():
                 process.start()
             # Only the worker may hold its ends, so that its death reads as EOF here and ours as EOF there.

@@ -39,7 +39,7 @@ def read_scalars(run_dir: str, tags) -> dict:
 
 def smooth(values: np.ndarray, window: int) -> np.ndarray:
     """Trailing moving average (the first points average what there is)."""
-    return np.array([values[max(0, i - window + 1):i + 1].mean() for i in range(len(values))])
+    return np.array([values[max(0, i - window + 1) : i + 1].mean() for i in range(len(values))])
 
 
 def main() -> None:
@@ -77,8 +77,10 @@ def main() -> None:
         steps, minutes, returns = series[CURVES[0][0]]
         lines = dict(zip(*series[CURVES[1][0]][::2]))
         for i in np.unique(np.linspace(0, len(steps) - 1, 11).astype(int)):
-            print(f"step {steps[i]:>11,}  min {minutes[i]:5.1f}  return {returns[i]:7.2f}  "
-                  f"lines {lines.get(steps[i], float('nan')):6.2f}")
+            print(
+                f"step {steps[i]:>11,}  min {minutes[i]:5.1f}  return {returns[i]:7.2f}  "
+                f"lines {lines.get(steps[i], float('nan')):6.2f}"
+            )
 
 
 if __name__ == "__main__":

@@ -35,8 +35,10 @@ def record_first_observations(script, first):
                 if not first:
                     first.append(torch.as_tensor(out[0]).clone())
                 return out
+
             vecenv.recv = recording_recv
             return vecenv
+
         script.make_puffer_vecenv = wrapped
     else:
         make = script.make_tetris_vecenv
@@ -49,13 +51,16 @@ def record_first_observations(script, first):
                 obs, info = reset(*a, **k)
                 first.append(torch.as_tensor(obs).clone())
                 return obs, info
+
             envs.reset = recording_reset
             return envs
+
         script.make_tetris_vecenv = wrapped
 
 
 def train(outdir, name, flags):
     import tyro
+
     script = importlib.import_module(name)
     rank = int(os.environ["RANK"])
     if os.environ.get("KL_RANK") == str(rank):
@@ -63,7 +68,10 @@ def train(outdir, name, flags):
 
         def high_kl_loss(*args, **kwargs):
             out = loss_fn(*args, **kwargs)
+            if isinstance(out[1], dict):  # ppo_puffer_async: (loss, losses)
+                return out[0], {**out[1], "approx_kl": torch.tensor(10.0)}
             return out[:4] + (torch.tensor(10.0),) + out[5:]
+
         script.ppo_loss = high_kl_loss
     steps = [0]
     adam_step = torch.optim.Adam.step
@@ -71,15 +79,22 @@ def train(outdir, name, flags):
     def counting_step(self, *args, **kwargs):
         steps[0] += 1
         return adam_step(self, *args, **kwargs)
+
     torch.optim.Adam.step = counting_step
     first = []
     record_first_observations(script, first)
     result = script.train(tyro.cli(script.Args, args=flags))
     params = {k: v.clone() for k, v in result.pop("policy").state_dict().items()}
     result.pop("args", None)
-    torch.save({"params": params, "first_obs": first[0], "optimizer_steps": steps[0],
-                "result": {k: v for k, v in result.items() if isinstance(v, (int, float, str, bool, dict))}},
-               os.path.join(outdir, f"rank{rank}.pt"))
+    torch.save(
+        {
+            "params": params,
+            "first_obs": first[0],
+            "optimizer_steps": steps[0],
+            "result": {k: v for k, v in result.items() if isinstance(v, (int, float, str, bool, dict))},
+        },
+        os.path.join(outdir, f"rank{rank}.pt"),
+    )
 
 
 def grad(outdir):
@@ -88,6 +103,7 @@ def grad(outdir):
     import ppo_puffer_async
     import ppo_tetris
     from common.distributed import World, allreduce_mean
+
     dist.init_process_group("gloo")
     rank, size = dist.get_rank(), dist.get_world_size()
     out = {}
@@ -105,30 +121,48 @@ def grad(outdir):
             net = ppo_puffer_async.Policy(obs_dim, num_actions, 16, lstm_hidden_size=8)
 
             def loss_on(model, sel):
-                logits, values = model.unroll(obs[sel], model.initial_state(len(sel), torch.device("cpu")),
-                                              torch.zeros(len(sel), horizon, dtype=torch.bool))
+                logits, values = model.unroll(
+                    obs[sel],
+                    model.initial_state(len(sel), torch.device("cpu")),
+                    torch.zeros(len(sel), horizon, dtype=torch.bool),
+                )
                 logprobs, entropy = ppo_puffer_async.logprob_and_entropy(logits, actions[sel])
-                return ppo_puffer_async.ppo_loss(logprobs, old_logprobs[sel], advantages[sel], values, old_values[sel],
-                                                 returns[sel], entropy, torch.ones(len(sel), horizon), None,
-                                                 0.2, 0.2, 0.5, 0.01)[0]
-            module = ppo_puffer_async
+                mb = dict(logprobs=old_logprobs[sel], values=old_values[sel], returns=returns[sel])
+                mb.update(advantages=advantages[sel], masks=torch.ones(len(sel), horizon))
+                return ppo_puffer_async.ppo_loss(logprobs, values, entropy, mb, None, (0.2, 0.2, 0.5, 0.01))[0]
+
         else:
             net = ppo_tetris.Agent(obs_dim, num_actions, hidden_size=16)
 
             def loss_on(model, sel):
                 flat = lambda x: x[sel].reshape(len(sel) * horizon, *x.shape[2:])  # noqa: E731
                 _, logprobs, entropy, values = model.get_action_and_value(flat(obs), flat(actions))
-                return ppo_tetris.ppo_loss(logprobs, flat(old_logprobs), flat(advantages), values, flat(old_values),
-                                           flat(returns), entropy, 0.2, True, 0.5, 0.01)[0]
-            module = ppo_tetris
+                return ppo_tetris.ppo_loss(
+                    logprobs,
+                    flat(old_logprobs),
+                    flat(advantages),
+                    values,
+                    flat(old_values),
+                    flat(returns),
+                    entropy,
+                    0.2,
+                    True,
+                    0.5,
+                    0.01,
+                )[0]
+
         union = copy.deepcopy(net)
         half = torch.arange(rank * rows // size, (rank + 1) * rows // size)
         loss_on(net, half).backward()
         local = [p.grad.clone() for p in net.parameters()]
         extras = allreduce_mean(list(net.parameters()), torch.tensor([float(rank), 1.0]), World(rank, size))
         loss_on(union, torch.arange(rows)).backward()
-        out[name] = {"averaged": [p.grad for p in net.parameters()], "local": local,
-                     "union": [p.grad for p in union.parameters()], "extras": extras}
+        out[name] = {
+            "averaged": [p.grad for p in net.parameters()],
+            "local": local,
+            "union": [p.grad for p in union.parameters()],
+            "extras": extras,
+        }
     torch.save(out, os.path.join(outdir, f"rank{rank}.pt"))
     dist.destroy_process_group()
 

@@ -23,8 +23,15 @@ def seed_example():
     rewards = torch.ones(5, 4)
     dones = torch.zeros(5, 4)
     dones[1, 1] = 1.0
-    values = torch.tensor([[15.0, 3.0, 8.0, 1.0], [16.0, 2.0, 9.0, 2.0], [17.0, 5.0, 10.0, 3.0],
-                           [18.0, 4.0, 11.0, 4.0], [19.0, 3.0, 12.0, 5.0]])
+    values = torch.tensor(
+        [
+            [15.0, 3.0, 8.0, 1.0],
+            [16.0, 2.0, 9.0, 2.0],
+            [17.0, 5.0, 10.0, 3.0],
+            [18.0, 4.0, 11.0, 4.0],
+            [19.0, 3.0, 12.0, 5.0],
+        ]
+    )
     next_value = torch.tensor([20.0, 6.0, 13.0, 6.0])
     return rewards, values, dones, next_value
 
@@ -116,7 +123,8 @@ def test_rollout_bootstraps_truncation_not_termination(env_id, truncates):
     storage = a2c.make_storage(num_steps=4, num_envs=2, obs_dim=1)
     gamma = 0.9
     next_obs, ep_returns, ep_lengths = a2c.collect_rollout(
-        envs, KnownValueAgent(), None, 0.5, obs, storage, gamma, torch.device("cpu"))
+        envs, KnownValueAgent(), None, 0.5, obs, storage, gamma, torch.device("cpu")
+    )
     envs.close()
     # The 3rd transition (t = 2) ends both episodes; its final observation is [3], V = 13. Rewards
     # are scaled (reward_scale 0.5) before the bootstrap, which is already in value units.
@@ -128,8 +136,9 @@ def test_rollout_bootstraps_truncation_not_termination(env_id, truncates):
     assert ep_returns == [3.0, 3.0] and ep_lengths == [3, 3]
     # The value target at the last step of the episode: the bootstrapped reward and nothing after it.
     batch = {key: torch.as_tensor(array) for key, array in storage.items()}
-    _, returns = a2c.compute_gae(batch["rewards"], batch["values"], batch["dones"],
-                                 torch.full((2,), 10.0 + next_obs[0, 0]), gamma, 1.0)
+    _, returns = a2c.compute_gae(
+        batch["rewards"], batch["values"], batch["dones"], torch.full((2,), 10.0 + next_obs[0, 0]), gamma, 1.0
+    )
     assert returns[2, 0].item() == pytest.approx(expected_last_reward)
 
 
@@ -153,7 +162,8 @@ def test_loss_gradient_direction():
     logprobs = torch.tensor([-0.5, -1.0], requires_grad=True)
     values = torch.tensor([1.0, 2.0], requires_grad=True)
     loss, policy_loss, value_loss, _ = a2c.a2c_loss(
-        logprobs, torch.zeros(2), values, torch.tensor([2.0, -1.0]), torch.tensor([3.0, 2.0]), 0.5, 0.0)
+        logprobs, torch.zeros(2), values, torch.tensor([2.0, -1.0]), torch.tensor([3.0, 2.0]), 0.5, 0.0
+    )
     assert policy_loss.item() == pytest.approx(-(2.0 * -0.5 + -1.0 * -1.0) / 2)
     assert value_loss.item() == pytest.approx((2.0**2 + 0.0) / 2)
     loss.backward()
@@ -171,8 +181,10 @@ def test_flat_parameters_train_like_the_layers():
     flat = a2c.flatten_parameters(flat_agent)
     assert flat.numel() == sum(p.numel() for p in plain_agent.parameters())
     x, actions = torch.randn(10, 4), torch.randint(0, 2, (10,))
-    optimizers = [torch.optim.RMSprop([flat], lr=0.01, alpha=0.99, eps=1e-5),
-                  torch.optim.RMSprop(plain_agent.parameters(), lr=0.01, alpha=0.99, eps=1e-5)]
+    optimizers = [
+        torch.optim.RMSprop([flat], lr=0.01, alpha=0.99, eps=1e-5),
+        torch.optim.RMSprop(plain_agent.parameters(), lr=0.01, alpha=0.99, eps=1e-5),
+    ]
     for _ in range(3):
         for agent, optimizer in zip((flat_agent, plain_agent), optimizers):
             logprobs, entropy, values = agent.get_logprob_entropy_value(x, actions)
@@ -206,8 +218,9 @@ def test_learns_with_minibatches_adam_and_advantage_normalization(tmp_path, monk
     """The non-default update paths (4 shuffled mini-batches per update, Adam, per-mini-batch
     advantage normalization) also solve CartPole-v1, well inside 40k steps."""
     monkeypatch.chdir(tmp_path)
-    result = a2c.train(a2c.Args(seed=1, mini_batches=4, optimizer="adam", norm_adv=True,
-                                total_timesteps=40_000, eval_freq=50))
+    result = a2c.train(
+        a2c.Args(seed=1, mini_batches=4, optimizer="adam", norm_adv=True, total_timesteps=40_000, eval_freq=50)
+    )
     assert result["solved_at"] is not None, f"never solved; evals {result['eval_history']}"
 
 
@@ -217,14 +230,35 @@ def test_smoke_logs_scalars_and_checkpoint_roundtrip(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = a2c.train(a2c.Args(seed=3, total_timesteps=2_000, eval_freq=10, eval_episodes=2))
     events = EventAccumulator(result["run_dir"]).Reload()
-    expected = {"charts/episodic_return", "charts/episodic_length", "charts/SPS", "charts/learning_rate",
-                "losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/explained_variance",
-                "losses/grad_norm", "eval/return_mean", "eval/return_std"}
+    expected = {
+        "charts/episodic_return",
+        "charts/episodic_length",
+        "charts/SPS",
+        "charts/learning_rate",
+        "losses/policy_loss",
+        "losses/value_loss",
+        "losses/entropy",
+        "losses/explained_variance",
+        "losses/grad_norm",
+        "eval/return_mean",
+        "eval/return_std",
+    }
     assert expected <= set(events.Tags()["scalars"])
     assert "hyperparameters/text_summary" in events.Tags()["tensors"]
     checkpoint = os.path.join(result["run_dir"], "a2c_cartpole.pt")
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "a2c_cartpole.py"), "--eval-checkpoint", checkpoint,
-                          "--eval-episodes", "3"], capture_output=True, text=True, cwd=tmp_path)
+    out = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "a2c_cartpole.py"),
+            "--eval-checkpoint",
+            checkpoint,
+            "--eval-episodes",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     assert "3 episodes (greedy actions):" in out.stdout and "return" in out.stdout
 
@@ -245,9 +279,14 @@ def test_non_finite_loss_stops_with_a_clear_message(tmp_path, monkeypatch):
 def test_ctrl_c_saves_and_exits_130(tmp_path):
     # A process started in the background by a non-interactive shell inherits SIGINT ignored (and Python
     # keeps it so): give the script the disposition a terminal's Ctrl-C meets.
-    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "a2c_cartpole.py"), "--total-timesteps", "10000000"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "a2c_cartpole.py"), "--total-timesteps", "10000000"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         assert proc.stdout.readline().startswith("run CartPole-v1__a2c_cartpole__1__")  # training has started
         time.sleep(1.0)
@@ -261,8 +300,9 @@ def test_ctrl_c_saves_and_exits_130(tmp_path):
     checkpoint = torch.load(tmp_path / path, weights_only=True)
     assert 0 < checkpoint["global_step"] < 10_000_000
     (line,) = [line for line in out.splitlines() if "interrupted" in line]
-    assert line == (f"interrupted at step {checkpoint['global_step']:,}: saved {path}, envs closed; "
-                    f"continue with --resume {path}")
+    assert line == (
+        f"interrupted at step {checkpoint['global_step']:,}: saved {path}, envs closed; continue with --resume {path}"
+    )
     # and the saved model evaluates
     out = run_script("--eval-checkpoint", path, "--eval-episodes", "1", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -283,23 +323,40 @@ def test_total_rounded_down_to_whole_updates_is_said_once(tmp_path, monkeypatch,
     assert result["global_step"] == 960
     out = capsys.readouterr().out
     assert out.count("rounded down") == 1
-    assert "training to step 960: 12 updates of 80 agent steps (--total-timesteps 1,000 rounded down to whole updates)" in out
+    assert (
+        "training to step 960: 12 updates of 80 agent steps (--total-timesteps 1,000 rounded down to whole updates)"
+        in out
+    )
 
 
 def run_script(*argv, cwd):
-    return subprocess.run([sys.executable, os.path.join(ROOT, "a2c_cartpole.py"), *argv],
-                          capture_output=True, text=True, cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, os.path.join(ROOT, "a2c_cartpole.py"), *argv],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+    )
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["--env-id", "Pendulum-v1"], ["--env-id", "Discrete"]),
-    (["--num-envs", "0"], ["--num-envs"]),
-    (["--mini-batches", "3"], ["--mini-batches"]),
-    (["--eval-checkpoint", "does_not_exist.pt"], ["--eval-checkpoint", "not found"]),
-    (["--eval-checkpoint", "corrupt.pt"], ["--eval-checkpoint", "it is text, beginning 'this is not a checkpoint'"]),
-    (["--eval-checkpoint", "truncated.pt"], ["--eval-checkpoint", "it is truncated (the file ends early, after"]),
-    (["--eval-checkpoint", "other.pt"], ["--eval-checkpoint", "lacks the entries args, obs_rms: it was not written"]),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--env-id", "Pendulum-v1"], ["--env-id", "Discrete"]),
+        (["--num-envs", "0"], ["--num-envs"]),
+        (["--mini-batches", "3"], ["--mini-batches"]),
+        (["--eval-checkpoint", "does_not_exist.pt"], ["--eval-checkpoint", "not found"]),
+        (
+            ["--eval-checkpoint", "corrupt.pt"],
+            ["--eval-checkpoint", "it is text, beginning 'this is not a checkpoint'"],
+        ),
+        (["--eval-checkpoint", "truncated.pt"], ["--eval-checkpoint", "it is truncated (the file ends early, after"]),
+        (
+            ["--eval-checkpoint", "other.pt"],
+            ["--eval-checkpoint", "lacks the entries args, obs_rms: it was not written"],
+        ),
+    ],
+)
 def test_bad_input_gives_one_line_error(tmp_path, argv, words):
     (tmp_path / "corrupt.pt").write_bytes(b"this is not a checkpoint")
     torch.save({"model": {"w": torch.zeros(1000)}}, tmp_path / "other.pt")

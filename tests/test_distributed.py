@@ -21,16 +21,43 @@ RANK = os.path.join(ROOT, "tests", "dist_rank.py")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 # Small, fast runs: CartPole for the PufferLib-style script, a few Tetris games for ppo_tetris.
 FLAGS = {
-    "ppo_puffer_async": ["--env-id", "CartPole-v1", "--num-envs", "4", "--horizon", "16", "--num-minibatches", "2",
-                         "--update-epochs", "3", "--total-timesteps", str(2 * 4 * 16 * 5)],
-    "ppo_tetris": ["--num-envs", "8", "--num-steps", "16", "--num-minibatches", "2", "--update-epochs", "3",
-                   "--total-timesteps", str(2 * 8 * 16 * 5)],
+    "ppo_puffer_async": [
+        "--env-id",
+        "CartPole-v1",
+        "--num-envs",
+        "4",
+        "--horizon",
+        "16",
+        "--num-minibatches",
+        "2",
+        "--update-epochs",
+        "3",
+        "--total-timesteps",
+        str(2 * 4 * 16 * 5),
+    ],
+    "ppo_tetris": [
+        "--num-envs",
+        "8",
+        "--num-steps",
+        "16",
+        "--num-minibatches",
+        "2",
+        "--update-epochs",
+        "3",
+        "--total-timesteps",
+        str(2 * 8 * 16 * 5),
+    ],
 }
 
 
 def torchrun(tmp_path, *argv, env=None, timeout=120):
-    out = subprocess.run(TORCHRUN + [RANK, str(tmp_path)] + list(argv), capture_output=True, text=True,
-                         timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+    out = subprocess.run(
+        TORCHRUN + [RANK, str(tmp_path)] + list(argv),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(2)], out.stdout
 
@@ -65,17 +92,24 @@ def test_target_kl_hit_on_one_rank_stops_both_after_the_same_epoch(tmp_path, scr
     # Rank 1 alone reports approx_kl 10 > 1; the mean over ranks (5.x) decides, so both stop every
     # update after its first epoch (2 minibatches) instead of 3 epochs. A rank deciding alone would
     # leave the other waiting in all_reduce: the timeout would end the test.
-    (rank0, rank1), _ = torchrun(tmp_path, "train", script, *FLAGS[script], "--target-kl", "1.0",
-                                 env={"KL_RANK": "1"}, timeout=90)
+    (rank0, rank1), _ = torchrun(
+        tmp_path, "train", script, *FLAGS[script], "--target-kl", "1.0", env={"KL_RANK": "1"}, timeout=90
+    )
     assert rank0["optimizer_steps"] == rank1["optimizer_steps"] == 5 * 2
     assert rank0["result"]["update"] == rank1["result"]["update"] == 5
 
 
 def start_job(tmp_path, script, *flags):
     log = open(tmp_path / "job.log", "w")
-    proc = subprocess.Popen(TORCHRUN + [os.path.join(ROOT, f"{script}.py"), *flags], cwd=tmp_path, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = subprocess.Popen(
+        TORCHRUN + [os.path.join(ROOT, f"{script}.py"), *flags],
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     deadline = time.time() + 60
     while "run " not in (tmp_path / "job.log").read_text():
         assert time.time() < deadline and proc.poll() is None, (tmp_path / "job.log").read_text()[-3000:]
@@ -97,8 +131,9 @@ def rank_processes(proc):
 
 
 def test_killing_one_rank_ends_the_job_with_a_message(tmp_path):
-    proc = start_job(tmp_path, "ppo_puffer_async", *FLAGS["ppo_puffer_async"][:-1], "100000000",
-                     "--checkpoint-freq", "0")
+    proc = start_job(
+        tmp_path, "ppo_puffer_async", *FLAGS["ppo_puffer_async"][:-1], "100000000", "--checkpoint-freq", "0"
+    )
     try:
         ranks = rank_processes(proc)
         assert sorted(ranks) == [0, 1]
@@ -135,14 +170,26 @@ def test_ctrl_c_stops_every_rank_after_the_same_update_and_resume_restores_both(
 
     # Both ranks load it and go on for 2 more updates, identical.
     more = str(saved["global_step"] + 2 * 2 * 8 * 16)
-    (rank0, rank1), _ = torchrun(tmp_path, "train", "ppo_tetris", "--resume", str(checkpoint),
-                                 "--total-timesteps", more)
+    (rank0, rank1), _ = torchrun(
+        tmp_path, "train", "ppo_tetris", "--resume", str(checkpoint), "--total-timesteps", more
+    )
     assert rank0["result"]["update"] == rank1["result"]["update"] == saved["update"] + 2
     for key, value in rank0["params"].items():
         assert torch.equal(value, rank1["params"][key]), key
     # One process cannot take over a 2-rank run: the update size would change.
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "ppo_tetris.py"), "--resume", str(checkpoint),
-                          "--total-timesteps", str(int(more) * 2)], cwd=tmp_path, capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "ppo_tetris.py"),
+            "--resume",
+            str(checkpoint),
+            "--total-timesteps",
+            str(int(more) * 2),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 1
     assert "error: --resume: that run had 2 rank(s) and this one has 1" in out.stderr
 
@@ -152,11 +199,36 @@ def test_the_multi_node_line_works_with_two_nodes_on_one_machine(tmp_path):
     with socket.socket() as s:
         s.bind(("localhost", 0))
         port = s.getsockname()[1]
-    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
-               "--rdzv-id", "test", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"localhost:{port}",
-               RANK, str(tmp_path), "train", "ppo_tetris", *FLAGS["ppo_tetris"]]
-    nodes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              env={**os.environ, "OMP_NUM_THREADS": "1"}) for _ in range(2)]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "2",
+        "--nproc-per-node",
+        "1",
+        "--rdzv-id",
+        "test",
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        f"localhost:{port}",
+        RANK,
+        str(tmp_path),
+        "train",
+        "ppo_tetris",
+        *FLAGS["ppo_tetris"],
+    ]
+    nodes = [
+        subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
+        for _ in range(2)
+    ]
     try:
         outputs = [node.communicate(timeout=120)[0] for node in nodes]
     finally:

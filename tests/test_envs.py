@@ -34,8 +34,9 @@ def test_same_step_vector_env_matches_gymnasium(env_id, max_episode_steps):
         if "final_obs" in infos:
             done = expected_infos["_final_obs"]
             np.testing.assert_array_equal(infos["_final_obs"], done)
-            np.testing.assert_array_equal(np.stack(infos["final_obs"][done]),
-                                          np.stack(expected_infos["final_obs"][done]))
+            np.testing.assert_array_equal(
+                np.stack(infos["final_obs"][done]), np.stack(expected_infos["final_obs"][done])
+            )
             np.testing.assert_array_equal(infos["_episode"], expected_infos["_episode"])
             for key in ("r", "l"):
                 np.testing.assert_array_equal(infos["episode"][key][done], expected_infos["episode"][key][done])

@@ -20,8 +20,17 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 import ppo_puffer_async
 from common.envs import make_puffer_vecenv
 from conftest import ROOT
-from ppo_puffer_async import (Args, EpisodeStats, Experience, compute_gae, evaluate, prio_beta, rollout,
-                              sample_minibatches, train)
+from ppo_puffer_async import (
+    Args,
+    EpisodeStats,
+    Experience,
+    compute_gae,
+    evaluate,
+    prio_beta,
+    rollout,
+    sample_minibatches,
+    train,
+)
 
 CPU = torch.device("cpu")
 
@@ -47,6 +56,7 @@ class ObsValuePolicy(nn.Module):
 
 # ----- the buffer against a scripted vecenv -----
 
+
 class ScriptedVecEnv:
     """6 agents in 2 groups with interleaved ids (A = 0, 2, 4; B = 1, 3, 5), returned in a fixed irregular
     order (A, A, B, A, B, B, ...: a group can only come back after it was sent). Emulation-style episode ends
@@ -64,10 +74,10 @@ class ScriptedVecEnv:
 
     def __init__(self):
         self.num_agents = 6
-        self.k = np.zeros(6, dtype=int)            # step within the current episode
+        self.k = np.zeros(6, dtype=int)  # step within the current episode
         self.episode = np.zeros(6, dtype=int)
         self.env_steps = np.zeros(6, dtype=int)
-        self.ended = np.zeros(6, dtype=bool)       # last step ended the episode: next step is a reset
+        self.ended = np.zeros(6, dtype=bool)  # last step ended the episode: next step is a reset
         self.in_flight, self.recvs, self.last = [], 0, None
         self.pending_out = {}
 
@@ -170,15 +180,18 @@ def test_masked_steps_carry_no_loss():
     advantages = torch.tensor([[1.0, 2.0, 100.0]])
     masks = torch.tensor([[1.0, 1.0, 0.0]])
     zero = torch.zeros(1, 3)
-    loss, pg_loss, v_loss, *_ = ppo_puffer_async.ppo_loss(
-        zero, zero, advantages, torch.tensor([[0.0, 0.0, 50.0]]), zero, zero, zero, masks, None,
-        clip_coef=0.2, vf_clip_coef=100.0, vf_coef=1.0, ent_coef=0.0)
+    mb = dict(logprobs=zero, values=zero, returns=zero, advantages=advantages, masks=masks)
+    loss, losses = ppo_puffer_async.ppo_loss(
+        zero, torch.tensor([[0.0, 0.0, 50.0]]), zero, mb, None, (0.2, 100.0, 1.0, 0.0)
+    )
+    pg_loss, v_loss = losses["policy_loss"], losses["value_loss"]
     assert pg_loss.item() == pytest.approx(-1.5) and v_loss.item() == pytest.approx(0.0)
     normalized = ppo_puffer_async.normalize_advantages(advantages, masks)
     torch.testing.assert_close(normalized[0, :2], torch.tensor([-1.0, 1.0]) / np.sqrt(2), atol=1e-6, rtol=0)
 
 
 # ----- advantages -----
+
 
 def test_gae_hand_computed_two_rows():
     # gamma 0.9, lambda 0.8 (gamma * lambda = 0.72). Row 0: terminal at t=1, then a new episode that the row
@@ -222,8 +235,9 @@ def test_row_gae_equals_plain_gae_over_each_agents_whole_trajectory():
     for a in range(agents):
         for j, s in enumerate(slots[a]):
             part = slice(j * horizon, (j + 1) * horizon)
-            rewards[s], values[s], dones[s] = (torch.tensor(x[a, part], dtype=torch.float32)
-                                               for x in (traj_r, traj_v, traj_d))
+            rewards[s], values[s], dones[s] = (
+                torch.tensor(x[a, part], dtype=torch.float32) for x in (traj_r, traj_v, traj_d)
+            )
             if j + 1 < rows_per_agent:
                 next_row[s], next_value[s] = int(slots[a, j + 1]), float(traj_v[a, (j + 1) * horizon])
             else:
@@ -239,6 +253,7 @@ def test_row_gae_equals_plain_gae_over_each_agents_whole_trajectory():
 
 
 # ----- prioritized sampling -----
+
 
 def test_alpha_zero_is_a_permutation_of_all_rows():
     torch.manual_seed(0)
@@ -273,20 +288,36 @@ def test_beta_anneals_to_exactly_one():
 
 # ----- emulation: no reset artefact, truncation bootstrapped from the true final observation -----
 
+
 def test_emulated_time_limit_bootstraps_the_final_observation_and_stores_no_reset_step(monkeypatch):
     # CartPole with a 5-step limit and always action 0: the pole does not fall within 5 steps, so every
     # episode is truncated at its 5th step. V(o) = 10 * o[1] (cart velocity): ~-9 at a final observation,
     # ~0 at a reset one, so a bootstrap from the wrong observation shows.
     import gymnasium.envs.registration as registration
-    monkeypatch.setitem(registration.registry, "CartPole5-v1",
-                        registration.EnvSpec("CartPole5-v1", entry_point="gymnasium.envs.classic_control:CartPoleEnv",
-                                             max_episode_steps=5))
-    vecenv = make_puffer_vecenv("CartPole5-v1", "Serial", 2, 1, 1, seed=3)
+
+    monkeypatch.setitem(
+        registration.registry,
+        "CartPole5-v1",
+        registration.EnvSpec(
+            "CartPole5-v1", entry_point="gymnasium.envs.classic_control:CartPoleEnv", max_episode_steps=5
+        ),
+    )
+    vecenv = make_puffer_vecenv("CartPole5-v1", 2, seed=3)
     policy = ObsValuePolicy([100.0, 0.0], [0.0, 10.0, 0.0, 0.0])  # always action 0
     experience = Experience(2, 12, 2, 4, CPU)
     try:
         vecenv.async_reset(3)
-        rollout(vecenv, policy, experience, EpisodeStats(2, vecenv.autoreset), 0.99, 1.0, None, CPU, dict(env=0.0, inference=0.0))
+        rollout(
+            vecenv,
+            policy,
+            experience,
+            EpisodeStats(2, vecenv.autoreset),
+            0.99,
+            1.0,
+            None,
+            CPU,
+            dict(env=0.0, inference=0.0),
+        )
     finally:
         vecenv.close()
     # the same games by hand: env i seeded 3 + i, action 0, reset unseeded after each end
@@ -306,22 +337,40 @@ def test_emulated_time_limit_bootstraps_the_final_observation_and_stores_no_rese
 
 # ----- runs -----
 
-TINY_TETRIS = dict(env_id="tetris", num_envs=16, horizon=8, num_minibatches=2, update_epochs=1, max_ticks=10,
-                   checkpoint_freq=0)
+TINY_TETRIS = dict(
+    env_id="tetris", num_envs=16, horizon=8, num_minibatches=2, update_epochs=1, max_ticks=10, checkpoint_freq=0
+)
 
 
-@pytest.mark.parametrize("backend,async_factor,num_workers", [
-    ("Serial", 1, 1), ("Serial", 2, 1), ("Multiprocessing", 2, 2), ("Multiprocessing", 2, 1)])
+@pytest.mark.parametrize(
+    "backend,async_factor,num_workers",
+    [("Serial", 1, 1), ("Serial", 2, 1), ("Multiprocessing", 2, 2), ("Multiprocessing", 2, 1)],
+)
 def test_tetris_smoke_run_writes_events_and_checkpoint(tmp_path, monkeypatch, backend, async_factor, num_workers):
     monkeypatch.chdir(tmp_path)
-    result = train(Args(total_timesteps=3 * 128, backend=backend, async_factor=async_factor, num_workers=num_workers,
-                        **TINY_TETRIS))
+    result = train(
+        Args(
+            total_timesteps=3 * 128, backend=backend, async_factor=async_factor, num_workers=num_workers, **TINY_TETRIS
+        )
+    )
     assert result["global_step"] == 3 * 128 and result["update"] == 3
     tags = scalars(result["run_dir"])
-    for tag in ("charts/episodic_return", "charts/episodic_length", "charts/SPS", "charts/learning_rate",
-                "losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/approx_kl", "losses/clipfrac",
-                "losses/explained_variance", "losses/grad_norm", "tetris/lines_deleted", "perf/env_time_frac",
-                "perf/learn_time_frac"):
+    for tag in (
+        "charts/episodic_return",
+        "charts/episodic_length",
+        "charts/SPS",
+        "charts/learning_rate",
+        "losses/policy_loss",
+        "losses/value_loss",
+        "losses/entropy",
+        "losses/approx_kl",
+        "losses/clipfrac",
+        "losses/explained_variance",
+        "losses/grad_norm",
+        "tetris/lines_deleted",
+        "perf/env_time_frac",
+        "perf/learn_time_frac",
+    ):
         assert tag in tags, tag
     assert [s for s, _ in tags["charts/SPS"]] == [128, 256, 384]
     ckpt = torch.load(result["checkpoint"], weights_only=True)
@@ -331,8 +380,9 @@ def test_tetris_smoke_run_writes_events_and_checkpoint(tmp_path, monkeypatch, ba
 
 def test_mpe_spread_smoke_run_counts_agent_steps(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    result = train(Args(env_id="mpe-spread", num_envs=4, horizon=25, total_timesteps=2 * 300, num_minibatches=2,
-                        checkpoint_freq=0))
+    result = train(
+        Args(env_id="mpe-spread", num_envs=4, horizon=25, total_timesteps=2 * 300, num_minibatches=2, checkpoint_freq=0)
+    )
     tags = scalars(result["run_dir"])
     assert [s for s, _ in tags["charts/agent_steps"]] == [300, 600]
     assert [v for _, v in tags["charts/env_steps"]] == [100, 200]
@@ -345,11 +395,13 @@ def test_mpe_spread_smoke_run_counts_agent_steps(tmp_path, monkeypatch):
 def test_resume_after_ctrl_c_keeps_the_total_and_replays_the_lr_schedule(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     real_rollout, calls = ppo_puffer_async.rollout, []
+
     def interrupted_rollout(*args, **kwargs):
         calls.append(1)
         if len(calls) == 3:
             raise KeyboardInterrupt
         return real_rollout(*args, **kwargs)
+
     monkeypatch.setattr(ppo_puffer_async, "rollout", interrupted_rollout)
     first = train(Args(total_timesteps=4 * 128, **TINY_TETRIS))
     assert first["interrupted"] and first["update"] == 2
@@ -364,8 +416,11 @@ def test_resume_after_ctrl_c_keeps_the_total_and_replays_the_lr_schedule(tmp_pat
 def test_resume_with_a_larger_total_goes_on_from_the_last_rate(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     first = train(Args(total_timesteps=2 * 128, **TINY_TETRIS))
-    with pytest.raises(ValueError, match=r"that run is finished\) adds no update to the checkpoint's 256 steps .*"
-                                         r"pass --total-timesteps 384 or more"):
+    with pytest.raises(
+        ValueError,
+        match=r"that run is finished\) adds no update to the checkpoint's 256 steps .*"
+        r"pass --total-timesteps 384 or more",
+    ):
         train(Args(resume=first["checkpoint"]))
     train(Args(resume=first["checkpoint"], total_timesteps=4 * 128))
     lrs = [v for _, v in scalars(first["run_dir"])["charts/learning_rate"]]
@@ -392,18 +447,25 @@ def test_cartpole_learns_quickly(tmp_path, monkeypatch):
 
 # ----- command line, faults -----
 
-@pytest.mark.parametrize("argv,flag", [
-    (["--env-id", "tetris", "--num-envs", "10", "--async-factor", "4"], "--num-envs 10"),
-    (["--env-id", "tetris", "--num-envs", "16", "--horizon", "8", "--batch-size", "136"], "--batch-size 136"),
-    (["--env-id", "tetris", "--num-envs", "16", "--horizon", "8", "--num-minibatches", "3"], "--num-minibatches 3"),
-    (["--env-id", "nope-v0"], "--env-id 'nope-v0' is unknown"),
-    (["--env-id", "Pendulum-v1"], "Discrete actions"),
-    (["--backend", "Multiprocessing", "--num-workers", "64"], "--num-workers"),
-    (["--prio-beta0", "2"], "--prio-beta0"),
-    (["--env-id", "CartPole-v1", "--total-timesteps", "100"], "less than one update (512 agent steps); pass at least 512"),
-    (["--resume", "a.pt", "--eval-checkpoint", "b.pt"], "--resume and --eval-checkpoint"),
-    (["--resume", "missing.pt"], "--resume: checkpoint"),
-])
+
+@pytest.mark.parametrize(
+    "argv,flag",
+    [
+        (["--env-id", "tetris", "--num-envs", "10", "--async-factor", "4"], "--num-envs 10"),
+        (["--env-id", "tetris", "--num-envs", "16", "--horizon", "8", "--batch-size", "136"], "--batch-size 136"),
+        (["--env-id", "tetris", "--num-envs", "16", "--horizon", "8", "--num-minibatches", "3"], "--num-minibatches 3"),
+        (["--env-id", "nope-v0"], "--env-id 'nope-v0' is unknown"),
+        (["--env-id", "Pendulum-v1"], "Discrete actions"),
+        (["--backend", "Multiprocessing", "--num-workers", "64"], "--num-workers"),
+        (["--prio-beta0", "2"], "--prio-beta0"),
+        (
+            ["--env-id", "CartPole-v1", "--total-timesteps", "100"],
+            "less than one update (512 agent steps); pass at least 512",
+        ),
+        (["--resume", "a.pt", "--eval-checkpoint", "b.pt"], "--resume and --eval-checkpoint"),
+        (["--resume", "missing.pt"], "--resume: checkpoint"),
+    ],
+)
 def test_bad_flags_fail_early_naming_the_flag(tmp_path, monkeypatch, argv, flag):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as e:
@@ -412,14 +474,36 @@ def test_bad_flags_fail_early_naming_the_flag(tmp_path, monkeypatch, argv, flag)
 
 
 def start_run(tmp_path, *flags):
-    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "ppo_puffer_async.py"), "--env-id", "tetris",
-                             "--num-envs", "16", "--horizon", "8", "--num-minibatches", "2",
-                             "--total-timesteps", "100000000", "--backend", "Multiprocessing", "--num-workers", "2",
-                             "--async-factor", "2", *flags],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            # as a terminal delivers Ctrl-C: a process started in the background by a
-                            # non-interactive shell inherits SIGINT ignored
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            os.path.join(ROOT, "ppo_puffer_async.py"),
+            "--env-id",
+            "tetris",
+            "--num-envs",
+            "16",
+            "--horizon",
+            "8",
+            "--num-minibatches",
+            "2",
+            "--total-timesteps",
+            "100000000",
+            "--backend",
+            "Multiprocessing",
+            "--num-workers",
+            "2",
+            "--async-factor",
+            "2",
+            *flags,
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # as a terminal delivers Ctrl-C: a process started in the background by a
+        # non-interactive shell inherits SIGINT ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     assert proc.stdout.readline().startswith("run tetris__ppo_puffer_async__1__")  # envs are up
     workers = psutil.Process(proc.pid).children(recursive=True)
     assert len(workers) == 2
@@ -478,18 +562,28 @@ def test_eval_checkpoint_and_render_draw_the_last_position(tmp_path, monkeypatch
 
 # ----- recurrent policies (--lstm) -----
 
+
 def lstm_rollout(env_id, backend="Serial", async_factor=2, **env_kwargs):
     """A rollout of a fresh LSTM policy on `env_id` with episode ends inside rows; returns (policy, experience)."""
     torch.manual_seed(0)
-    vecenv = make_puffer_vecenv(env_id, backend, 4, 1, async_factor, seed=5, **env_kwargs)
+    vecenv = make_puffer_vecenv(env_id, 4, seed=5, backend=backend, async_factor=async_factor, **env_kwargs)
     obs_dim, num_actions = vecenv.single_observation_space.shape[0], int(vecenv.single_action_space.n)
     policy = ppo_puffer_async.Policy(obs_dim, num_actions, 32, lstm_hidden_size=16)
     experience = Experience(2 * vecenv.num_agents, 12, vecenv.num_agents, obs_dim, CPU, state_size=16)
     try:
         vecenv.async_reset(5)
         for _ in range(2):  # the second rollout starts from states carried over
-            rollout(vecenv, policy, experience, EpisodeStats(vecenv.num_agents, vecenv.autoreset), 0.99, 1.0, None, CPU,
-                    dict(env=0.0, inference=0.0))
+            rollout(
+                vecenv,
+                policy,
+                experience,
+                EpisodeStats(vecenv.num_agents, vecenv.autoreset),
+                0.99,
+                1.0,
+                None,
+                CPU,
+                dict(env=0.0, inference=0.0),
+            )
     finally:
         vecenv.close()
     return policy, experience
@@ -510,8 +604,9 @@ def test_lstm_update_replays_exactly_what_the_rollout_saw(env_id, env_kwargs, bu
     torch.testing.assert_close(logprobs, experience.logprobs, atol=1e-5, rtol=0)
     # PufferLib's way (every row from a zero state, no resets) does not reproduce them
     with torch.no_grad():
-        _, zero_values = policy.unroll(experience.obs, policy.initial_state(experience.segments, CPU),
-                                       torch.zeros_like(experience.starts))
+        _, zero_values = policy.unroll(
+            experience.obs, policy.initial_state(experience.segments, CPU), torch.zeros_like(experience.starts)
+        )
     assert not torch.allclose(zero_values, experience.values, atol=1e-3)
 
 
@@ -537,8 +632,9 @@ def gradient_reach(burn_in=0, tbptt=0, loss_step=9):
     torch.manual_seed(0)
     policy = ppo_puffer_async.Policy(3, 2, 8, lstm_hidden_size=4)
     obs = torch.randn(1, 10, 3, requires_grad=True)
-    _, values = policy.unroll(obs, policy.initial_state(1, CPU), torch.zeros(1, 10, dtype=torch.bool),
-                              burn_in=burn_in, tbptt=tbptt)
+    _, values = policy.unroll(
+        obs, policy.initial_state(1, CPU), torch.zeros(1, 10, dtype=torch.bool), burn_in=burn_in, tbptt=tbptt
+    )
     values[0, loss_step].backward()
     return [bool(g) for g in (obs.grad[0].abs().sum(-1) > 0)]
 

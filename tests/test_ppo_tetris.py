@@ -17,8 +17,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import ppo_tetris
 from common.envs import make_tetris_vecenv
-from conftest import ROOT
 from common.tetris import watch
+from conftest import ROOT
 from ppo_tetris import Agent, Args, collect_rollout, compute_gae, make_storage, play, ppo_loss, train
 
 TINY = dict(num_envs=8, num_steps=8, num_minibatches=2, update_epochs=2, max_ticks=20, checkpoint_freq=0)
@@ -40,9 +40,14 @@ def scalar_values(run_dir, tag):
 def start_script(*argv, cwd):
     """The script in a subprocess that takes Ctrl-C as a terminal would deliver it (a process started
     in the background by a non-interactive shell inherits SIGINT ignored, and Python keeps it so)."""
-    return subprocess.Popen([sys.executable, os.path.join(ROOT, "ppo_tetris.py"), *argv], cwd=cwd,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    return subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "ppo_tetris.py"), *argv],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 def kill_tree(proc):
@@ -59,6 +64,7 @@ def kill_tree(proc):
 
 
 # ----- GAE -----
+
 
 def test_gae_hand_computed_with_a_done():
     # T=3 steps x N=2 envs, gamma 0.9, lambda 0.8 (gamma * lambda = 0.72); env 0's episode ends at t=1.
@@ -116,6 +122,7 @@ def test_rollout_bootstraps_truncation_from_the_final_observation(backend, num_w
 
 # ----- loss -----
 
+
 def test_ppo_loss_hand_computed_clipping_active_and_inactive():
     # ratios 1.5, 0.5, 0.5, 1.1 with advantages +1, +1, -1, -1 and clip 0.2. Per sample,
     # -min(r*A, clip(r)*A): 1.5,+1 -> -1.2 (clip binds); 0.5,+1 -> -0.5 (outside the range, but the
@@ -129,8 +136,18 @@ def test_ppo_loss_hand_computed_clipping_active_and_inactive():
     returns = torch.tensor([1.0, 1.0, -1.0, 0.0])
     entropy = torch.ones(4)
     loss, pg_loss, v_loss, entropy_mean, approx_kl, clipfrac = ppo_loss(
-        new_logprobs, old_logprobs, advantages, new_values, old_values, returns, entropy,
-        clip_coef=0.2, clip_vloss=True, vf_coef=0.5, ent_coef=0.01)
+        new_logprobs,
+        old_logprobs,
+        advantages,
+        new_values,
+        old_values,
+        returns,
+        entropy,
+        clip_coef=0.2,
+        clip_vloss=True,
+        vf_coef=0.5,
+        ent_coef=0.01,
+    )
     assert pg_loss.item() == pytest.approx((-1.2 - 0.5 + 0.8 + 1.1) / 4)
     assert clipfrac.item() == pytest.approx(0.75)  # |r - 1| > 0.2 for three of four
     # clipped values: 0.5 -> 0.2, so (0.2 - 1)^2 = 0.64 beats 0.25; the others are inside the range.
@@ -139,8 +156,19 @@ def test_ppo_loss_hand_computed_clipping_active_and_inactive():
     assert loss.item() == pytest.approx(0.05 - 0.01 * 1.0 + 0.5 * 0.3825)
     kl = [(r - 1) - math.log(r) for r in (1.5, 0.5, 0.5, 1.1)]
     assert approx_kl.item() == pytest.approx(sum(kl) / 4)
-    _, _, v_unclipped, *_ = ppo_loss(new_logprobs, old_logprobs, advantages, new_values, old_values, returns,
-                                     entropy, clip_coef=0.2, clip_vloss=False, vf_coef=0.5, ent_coef=0.01)
+    _, _, v_unclipped, *_ = ppo_loss(
+        new_logprobs,
+        old_logprobs,
+        advantages,
+        new_values,
+        old_values,
+        returns,
+        entropy,
+        clip_coef=0.2,
+        clip_vloss=False,
+        vf_coef=0.5,
+        ent_coef=0.01,
+    )
     assert v_unclipped.item() == pytest.approx(0.5 * (0.25 + 1.21 + 1.21 + 0.0) / 4)
 
 
@@ -148,12 +176,23 @@ def test_ppo_loss_without_policy_change_is_unclipped():
     logprobs = torch.tensor([-1.0, -2.0])
     advantages = torch.tensor([2.0, -1.0])
     _, pg_loss, _, _, approx_kl, clipfrac = ppo_loss(
-        logprobs, logprobs, advantages, torch.zeros(2), torch.zeros(2), torch.zeros(2), torch.zeros(2),
-        clip_coef=0.2, clip_vloss=True, vf_coef=0.5, ent_coef=0.0)
+        logprobs,
+        logprobs,
+        advantages,
+        torch.zeros(2),
+        torch.zeros(2),
+        torch.zeros(2),
+        torch.zeros(2),
+        clip_coef=0.2,
+        clip_vloss=True,
+        vf_coef=0.5,
+        ent_coef=0.0,
+    )
     assert pg_loss.item() == pytest.approx(-0.5) and clipfrac.item() == 0.0 and approx_kl.item() == 0.0
 
 
 # ----- runs -----
+
 
 @pytest.mark.parametrize("backend,num_workers", [("Serial", 1), ("Multiprocessing", 2)])
 def test_smoke_run_writes_events_and_checkpoint(tmp_path, monkeypatch, backend, num_workers):
@@ -161,10 +200,23 @@ def test_smoke_run_writes_events_and_checkpoint(tmp_path, monkeypatch, backend, 
     result = train(Args(total_timesteps=3 * 64, backend=backend, num_workers=num_workers, **TINY))
     assert result["global_step"] == 3 * 64 and result["update"] == 3
     tags = scalars(result["run_dir"])
-    for tag in ("charts/episodic_return", "charts/episodic_length", "charts/SPS", "charts/learning_rate",
-                "losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/approx_kl",
-                "losses/clipfrac", "losses/explained_variance", "losses/grad_norm", "tetris/lines_deleted",
-                "tetris/score", "tetris/atn_frac_hard_drop", "perf/env_time_frac"):
+    for tag in (
+        "charts/episodic_return",
+        "charts/episodic_length",
+        "charts/SPS",
+        "charts/learning_rate",
+        "losses/policy_loss",
+        "losses/value_loss",
+        "losses/entropy",
+        "losses/approx_kl",
+        "losses/clipfrac",
+        "losses/explained_variance",
+        "losses/grad_norm",
+        "tetris/lines_deleted",
+        "tetris/score",
+        "tetris/atn_frac_hard_drop",
+        "perf/env_time_frac",
+    ):
         assert tag in tags, tag
     assert tags["charts/SPS"] == [64, 128, 192]
     ckpt = torch.load(result["checkpoint"], weights_only=True)
@@ -186,11 +238,13 @@ def test_resume_continues_step_and_run_dir(tmp_path, monkeypatch):
 def interrupt_at_update(monkeypatch, update):
     """Makes the rollout of `update` raise KeyboardInterrupt, as a Ctrl-C there would."""
     real_rollout, calls = ppo_tetris.collect_rollout, []
+
     def rollout(*args, **kwargs):
         calls.append(1)
         if len(calls) == update:
             raise KeyboardInterrupt
         return real_rollout(*args, **kwargs)
+
     monkeypatch.setattr(ppo_tetris, "collect_rollout", rollout)
 
 
@@ -234,12 +288,15 @@ def test_resume_with_no_update_left_is_a_one_line_error(tmp_path, monkeypatch):
     saved_at = os.stat(first["checkpoint"]).st_mtime_ns
     with pytest.raises(SystemExit) as e:  # below the saved step
         ppo_tetris.main(["--resume", first["checkpoint"], "--total-timesteps", "128"])
-    assert str(e.value) == ("error: --total-timesteps 128 adds no update to the checkpoint's 192 steps "
-                            "(an update is 64); pass --total-timesteps 256 or more to train on")
+    assert str(e.value) == (
+        "error: --total-timesteps 128 adds no update to the checkpoint's 192 steps "
+        "(an update is 64); pass --total-timesteps 256 or more to train on"
+    )
     with pytest.raises(SystemExit) as e:  # the finished run's own total
         ppo_tetris.main(["--resume", first["checkpoint"]])
-    assert str(e.value).startswith("error: --total-timesteps 192 (the checkpoint's own: that run is finished) "
-                                   "adds no update") and "pass --total-timesteps 256 or more" in str(e.value)
+    assert str(e.value).startswith(
+        "error: --total-timesteps 192 (the checkpoint's own: that run is finished) adds no update"
+    ) and "pass --total-timesteps 256 or more" in str(e.value)
     assert os.stat(first["checkpoint"]).st_mtime_ns == saved_at  # nothing was trained or rewritten
 
 
@@ -249,7 +306,9 @@ def test_total_rounded_down_to_whole_updates_is_said_once(tmp_path, monkeypatch,
     assert result["global_step"] == 3 * 64
     out = capsys.readouterr().out
     assert out.count("rounded down") == 1
-    assert "training to step 192: 3 updates of 64 agent steps (--total-timesteps 242 rounded down to whole updates)" in out
+    assert (
+        "training to step 192: 3 updates of 64 agent steps (--total-timesteps 242 rounded down to whole updates)" in out
+    )
     train(Args(total_timesteps=3 * 64, **TINY))
     assert "rounded down" not in capsys.readouterr().out
 
@@ -257,9 +316,11 @@ def test_total_rounded_down_to_whole_updates_is_said_once(tmp_path, monkeypatch,
 def test_non_finite_loss_stops_with_a_clear_error(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     real_loss = ppo_tetris.ppo_loss
+
     def nan_loss(*args, **kwargs):
         loss, *rest = real_loss(*args, **kwargs)
         return (loss * float("nan"), *rest)
+
     monkeypatch.setattr(ppo_tetris, "ppo_loss", nan_loss)
     with pytest.raises(SystemExit, match=r"^error: loss became nan at update 1 .*--learning-rate"):
         ppo_tetris.main(["--total-timesteps", "64"] + [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()])
@@ -269,8 +330,9 @@ def test_render_draws_the_game_over_position(capsys):
     """The env starts the next game in the step that ends one; the last frame must still show the end."""
     torch.manual_seed(0)
     agent = Agent(234, 7)
-    stats = watch(lambda obs: agent.get_action_and_value(torch.as_tensor(obs))[0].numpy(), seed=0, max_ticks=10_000,
-                  fps=1e4)
+    stats = watch(
+        lambda obs: agent.get_action_and_value(torch.as_tensor(obs))[0].numpy(), seed=0, max_ticks=10_000, fps=1e4
+    )
     frames = capsys.readouterr().out.split("\033[H\033[2J")[1:]
     assert len(frames) == stats["ep_length"] + 1  # one before each step, and the final position
     last = frames[-1].strip().splitlines()
@@ -287,7 +349,7 @@ def test_one_game_evaluation_prints_no_spread(tmp_path, monkeypatch, capsys):
     capsys.readouterr()
     ppo_tetris.main(["--eval-checkpoint", result["checkpoint"], "--eval-episodes", "1"])
     out = capsys.readouterr().out
-    assert "1 game:" in out and "+/-" not in out and "ep_return" in out
+    assert "1 game:" in out and "+/-" not in out and "return" in out
     ppo_tetris.main(["--eval-checkpoint", result["checkpoint"], "--eval-episodes", "2"])
     assert "2 games:" in (out := capsys.readouterr().out) and out.count("+/-") == 4
 
@@ -309,23 +371,27 @@ def test_learns_to_beat_the_random_agent(tmp_path, monkeypatch):
 
 def test_play_reports_per_game_stats():
     stats = play(Agent(234, 7), episodes=3, seed=0, max_ticks=30, device=torch.device("cpu"))
-    assert sorted(stats) == ["ep_length", "ep_return", "lines_deleted", "score"]
+    assert sorted(stats) == ["length", "lines_deleted", "return", "score"]
     assert all(len(v) == 3 for v in stats.values())
-    assert (stats["ep_length"] >= 1).all() and (stats["ep_length"] <= 30).all()
+    assert (stats["length"] >= 1).all() and (stats["length"] <= 30).all()
     # soft and hard drops are the only rewards without line clears: reward = score / 100
-    np.testing.assert_allclose(stats["ep_return"], stats["score"] / 100, rtol=1e-5)
+    np.testing.assert_allclose(stats["return"], stats["score"] / 100, rtol=1e-5)
 
 
 # ----- command line -----
 
-@pytest.mark.parametrize("argv,flag", [
-    (["--num-envs", "10", "--num-workers", "3"], "--num-envs 10 must be divisible by --num-workers 3"),
-    (["--num-minibatches", "3"], "--num-minibatches 3"),
-    (["--total-timesteps", "100"], "--total-timesteps 100"),
-    (["--learning-rate", "0"], "--learning-rate"),
-    (["--render"], "--render needs --eval-checkpoint"),
-    (["--resume", "a.pt", "--eval-checkpoint", "b.pt"], "--resume and --eval-checkpoint exclude each other"),
-])
+
+@pytest.mark.parametrize(
+    "argv,flag",
+    [
+        (["--num-envs", "10", "--num-workers", "3"], "--num-envs 10 must be divisible by --num-workers 3"),
+        (["--num-minibatches", "3"], "--num-minibatches 3"),
+        (["--total-timesteps", "100"], "--total-timesteps 100"),
+        (["--learning-rate", "0"], "--learning-rate"),
+        (["--render"], "--render needs --eval-checkpoint"),
+        (["--resume", "a.pt", "--eval-checkpoint", "b.pt"], "--resume and --eval-checkpoint exclude each other"),
+    ],
+)
 def test_bad_flags_fail_early_naming_the_flag(argv, flag):
     with pytest.raises(SystemExit) as e:
         ppo_tetris.main(argv)
@@ -345,8 +411,9 @@ def test_missing_or_corrupt_checkpoint_is_a_one_line_error(tmp_path, flag):
     corrupt = tmp_path / "corrupt.pt"
     corrupt.write_bytes(b"not a checkpoint")
     path = str(tmp_path / "missing.pt") if flag == "--resume" else str(corrupt)
-    proc = subprocess.run([sys.executable, "ppo_tetris.py", flag, path], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "ppo_tetris.py", flag, path], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {flag}: checkpoint"), proc.stderr
@@ -364,16 +431,18 @@ def real_checkpoint(tmp_path_factory):
         os.chdir(cwd)
 
 
-@pytest.mark.parametrize("kind,reason", [
-    ("empty", "is not a torch checkpoint file: it is empty (0 bytes)"),
-    ("text", "is not a torch checkpoint file: it is text, beginning 'epoch 1 loss 0.25'"),
-    ("truncated", "is not a torch checkpoint file: it is truncated (the file ends early, after 700,000 bytes)"),
-    ("random", "is not a torch checkpoint file: its bytes are neither a torch zip archive nor a pickle"),
-    ("missing keys", "lacks the entries obs_dim, num_actions: "
-                     "it was not written by this script"),
-    ("list", "holds a list, not the dict these scripts save"),
-    ("numpy", "holds Python objects other than tensors and plain values, which these scripts never save"),
-])
+@pytest.mark.parametrize(
+    "kind,reason",
+    [
+        ("empty", "is not a torch checkpoint file: it is empty (0 bytes)"),
+        ("text", "is not a torch checkpoint file: it is text, beginning 'epoch 1 loss 0.25'"),
+        ("truncated", "is not a torch checkpoint file: it is truncated (the file ends early, after 700,000 bytes)"),
+        ("random", "is not a torch checkpoint file: its bytes are neither a torch zip archive nor a pickle"),
+        ("missing keys", "lacks the entries obs_dim, num_actions: it was not written by this script"),
+        ("list", "holds a list, not the dict these scripts save"),
+        ("numpy", "holds Python objects other than tensors and plain values, which these scripts never save"),
+    ],
+)
 def test_bad_checkpoint_files_are_described_in_plain_words(tmp_path, real_checkpoint, kind, reason):
     """The reason is whole and about the file: no torch internals, nothing cut mid-word."""
     path = tmp_path / "bad.pt"
@@ -393,13 +462,27 @@ def test_bad_checkpoint_files_are_described_in_plain_words(tmp_path, real_checkp
         torch.save({"model": np.zeros(3)}, path)
     with pytest.raises(SystemExit) as e:
         ppo_tetris.main(["--eval-checkpoint", str(path)])
-    assert str(e.value) == (f"error: --eval-checkpoint: checkpoint {path} {reason}; "
-                            "pass a runs/<run>/ppo_tetris.pt that this script saved")
+    assert str(e.value) == (
+        f"error: --eval-checkpoint: checkpoint {path} {reason}; pass a runs/<run>/ppo_tetris.pt that this script saved"
+    )
 
 
 def test_ctrl_c_saves_exits_130_and_leaves_no_workers(tmp_path):
-    proc = start_script("--backend", "Multiprocessing", "--num-workers", "2", "--num-envs", "16", "--num-steps", "8",
-                        "--num-minibatches", "2", "--total-timesteps", "10000000", cwd=tmp_path)
+    proc = start_script(
+        "--backend",
+        "Multiprocessing",
+        "--num-workers",
+        "2",
+        "--num-envs",
+        "16",
+        "--num-steps",
+        "8",
+        "--num-minibatches",
+        "2",
+        "--total-timesteps",
+        "10000000",
+        cwd=tmp_path,
+    )
     try:
         assert proc.stdout.readline().startswith("run PufferTetris__ppo_tetris__1__")  # envs are up
         workers = psutil.Process(proc.pid).children(recursive=True)
@@ -415,8 +498,9 @@ def test_ctrl_c_saves_exits_130_and_leaves_no_workers(tmp_path):
     ckpt = torch.load(tmp_path / path, weights_only=True)
     assert ckpt["global_step"] == 128 * ckpt["update"]
     (line,) = [line for line in out.splitlines() if "interrupted" in line]
-    assert line == (f"interrupted at step {ckpt['global_step']:,}: saved {path}, envs closed; "
-                    f"continue with --resume {path}")
+    assert line == (
+        f"interrupted at step {ckpt['global_step']:,}: saved {path}, envs closed; continue with --resume {path}"
+    )
     assert not err, err  # no traceback, nothing else
     psutil.wait_procs(workers, timeout=5)
     assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
@@ -436,10 +520,26 @@ def test_ctrl_c_while_watching_ends_cleanly(tmp_path, real_checkpoint):
 
 # ----- dead workers, dead learner (common/vector.py) -----
 
+
 def start_with_two_workers(tmp_path, *argv):
-    proc = start_script("--backend", "Multiprocessing", "--num-workers", "2", "--num-envs", "16", "--num-steps", "8",
-                        "--num-minibatches", "2", "--total-timesteps", "10000000", "--checkpoint-freq", "1", *argv,
-                        cwd=tmp_path)
+    proc = start_script(
+        "--backend",
+        "Multiprocessing",
+        "--num-workers",
+        "2",
+        "--num-envs",
+        "16",
+        "--num-steps",
+        "8",
+        "--num-minibatches",
+        "2",
+        "--total-timesteps",
+        "10000000",
+        "--checkpoint-freq",
+        "1",
+        *argv,
+        cwd=tmp_path,
+    )
     assert proc.stdout.readline().startswith("run PufferTetris__ppo_tetris__1__")  # envs are up
     workers = psutil.Process(proc.pid).children(recursive=True)
     assert len(workers) == 2
@@ -462,8 +562,10 @@ def test_a_killed_worker_ends_the_run_with_a_one_line_error(tmp_path):
     path = os.path.join("runs", run, "ppo_tetris.pt")
     step = torch.load(tmp_path / path, weights_only=True)["global_step"]
     # one line: what died, and what was kept (the checkpoint of the last whole update) and how to go on
-    assert err.strip() == (f"error: worker 1 (pid {workers[1].pid}) was killed by SIGKILL; saved {path} at step "
-                           f"{step:,}; continue with --resume {path}"), err
+    assert err.strip() == (
+        f"error: worker 1 (pid {workers[1].pid}) was killed by SIGKILL; saved {path} at step "
+        f"{step:,}; continue with --resume {path}"
+    ), err
     _, alive = psutil.wait_procs(workers, timeout=5)
     assert not alive  # the other worker was stopped and reaped
     (run,) = os.listdir(tmp_path / "runs")

@@ -11,8 +11,7 @@ import pufferlib.vector
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from common.tetris import (HARD_DROP, HOLD, LEFT, NOOP, PIECE_CELLS, PIECE_NAMES, RIGHT, ROTATE, SOFT_DROP,
-                           Tetris)
+from common.tetris import HARD_DROP, HOLD, LEFT, NOOP, PIECE_CELLS, PIECE_NAMES, RIGHT, ROTATE, SOFT_DROP, Tetris
 
 # The spec's cells, written out again so that a typo in the env's table fails here.
 SPEC_CELLS = {
@@ -52,17 +51,18 @@ def act(env, action):
 
 def falling_cells(env):
     """(row, col) of the cells observed as falling piece (0.5) in game 0's observation."""
-    grid = env.observations[0, :N_ROWS * N_COLS].reshape(N_ROWS, N_COLS)
+    grid = env.observations[0, : N_ROWS * N_COLS].reshape(N_ROWS, N_COLS)
     return {(int(r), int(c)) for r, c in zip(*np.nonzero(grid == 0.5))}
 
 
 def locked_cells(env):
     """Game 0's observed board without the falling piece."""
-    grid = env.observations[0, :N_ROWS * N_COLS].reshape(N_ROWS, N_COLS)
+    grid = env.observations[0, : N_ROWS * N_COLS].reshape(N_ROWS, N_COLS)
     return np.where(grid == 0.5, 0.0, grid)
 
 
 # ----- pieces -----
+
 
 @pytest.mark.parametrize("piece", list(PIECE_NAMES))
 def test_piece_cells_match_spec(piece):
@@ -74,13 +74,19 @@ def test_piece_cells_match_spec(piece):
         # The collision masks: a block in any box cell collides exactly when the piece has that cell.
         for r in range(4):
             for c in range(4):
-                env.set_position(board=board(**{f"r{5 + r}": "." * (3 + c) + "#" + "." * (6 - c)}),
-                                 piece=piece, rot=rot, row=0, col=3)
+                env.set_position(
+                    board=board(**{f"r{5 + r}": "." * (3 + c) + "#" + "." * (6 - c)}),
+                    piece=piece,
+                    rot=rot,
+                    row=0,
+                    col=3,
+                )
                 fits = env._fits(np.array([0]), np.array([PIECE_NAMES.index(piece) * 4 + rot]), 5, 3)[0]
                 assert fits == ((r, c) not in spec_cells(piece, rot)), (piece, rot, r, c)
 
 
 # ----- moves, rotation, drops -----
+
 
 def test_moves_stop_at_walls():
     env = one_game()
@@ -172,7 +178,7 @@ def test_line_clears_score_and_shift_rows_down(cleared, reward):
     assert env.lines[0] == cleared and env.clears[0] == 1
     expected = np.zeros((20, 10), dtype=np.uint8)
     expected[10 + cleared, 3] = 1
-    expected[20 - (4 - cleared):, :] = [1, 1, 1, 1, 1, 0, 1, 1, 1, 1]
+    expected[20 - (4 - cleared) :, :] = [1, 1, 1, 1, 1, 0, 1, 1, 1, 1]
     assert (env.board(0) == expected).all()
     assert (locked_cells(env) == expected).all()
 
@@ -250,11 +256,11 @@ def test_tick_limit_is_a_truncation():
 
 # ----- observation -----
 
+
 def test_observation_layout():
     env = one_game()
     assert env.single_observation_space.shape == (234,)
-    env.set_position(piece="T", rot=2, row=4, col=3, upcoming="LJ", hold="S", can_hold=False,
-                     tick=2500, tick_fall=2)
+    env.set_position(piece="T", rot=2, row=4, col=3, upcoming="LJ", hold="S", can_hold=False, tick=2500, tick_fall=2)
     obs = env.observations[0]
     assert obs[200:206].tolist() == pytest.approx([0.25, 0.5, 0.2, 0.3, 2 / 3, 0.0])
     assert np.flatnonzero(obs[206:] == 1).tolist() == [4, 7 + 5, 14 + 6, 21 + 2]  # T, L, J, hold S
@@ -272,13 +278,24 @@ def test_observations_stay_in_the_box_and_match_the_state():
     expected = Tetris(num_envs=256, seed=2)
     for i in range(0, 256, 17):  # rebuild each observation from scratch and compare
         hold = env.hold[i] if env.hold[i] >= 0 else None
-        expected.set_position(i, board=env.board(i), piece=env.deck[i, 0], rot=env.piece_rot[i],
-                              row=env.piece_row[i], col=env.piece_col[i], hold=hold, can_hold=env.can_hold[i],
-                              upcoming=env.deck[i, 1:], tick=env.tick[i], tick_fall=env.tick_fall[i])
+        expected.set_position(
+            i,
+            board=env.board(i),
+            piece=env.deck[i, 0],
+            rot=env.piece_rot[i],
+            row=env.piece_row[i],
+            col=env.piece_col[i],
+            hold=hold,
+            can_hold=env.can_hold[i],
+            upcoming=env.deck[i, 1:],
+            tick=env.tick[i],
+            tick_fall=env.tick_fall[i],
+        )
         assert (expected.observations[i] == obs[i]).all()
 
 
 # ----- determinism and vectorization -----
+
 
 def random_stream(env, steps, reset_seed):
     """Observations of `steps` steps of the same random actions, after reset(seed=reset_seed)."""
@@ -327,6 +344,7 @@ def test_serial_backend_writes_into_its_buffers():
 
 # ----- statistics -----
 
+
 def first_episodes(policy, num_envs, seed=3):
     """Length and return of each game's first episode (each fully observed, so unbiased)."""
     env = Tetris(num_envs=num_envs, seed=seed, log_interval=10**9)
@@ -359,8 +377,18 @@ def test_episode_stats_in_info():
     for _ in range(49):
         assert env.step(np.full(64, HARD_DROP, dtype=np.int32))[4] == []
     (info,) = env.step(np.full(64, HARD_DROP, dtype=np.int32))[4]
-    assert set(info) == {"score", "perf", "ep_length", "ep_return", "lines_deleted", "avg_combo",
-                         "atn_frac_soft_drop", "atn_frac_hard_drop", "atn_frac_rotate", "n"}
+    assert set(info) == {
+        "score",
+        "perf",
+        "ep_length",
+        "ep_return",
+        "lines_deleted",
+        "avg_combo",
+        "atn_frac_soft_drop",
+        "atn_frac_hard_drop",
+        "atn_frac_rotate",
+        "n",
+    }
     assert info["n"] > 64 * 3
     assert info["atn_frac_hard_drop"] == 1.0 and info["atn_frac_rotate"] == 0.0
     assert info["ep_return"] == pytest.approx(info["score"] / 100)  # no lines cleared: only drop rewards
@@ -370,6 +398,7 @@ def test_episode_stats_in_info():
 
 
 # ----- gymnasium, render, bad input -----
+
 
 def test_gymnasium_registration_and_checker():
     env = gymnasium.make("PufferTetris-v0")
@@ -397,22 +426,31 @@ def test_render_shows_the_board():
     assert "next  I T" in env.render() and "hold  S" in env.render()
 
 
-@pytest.mark.parametrize("actions, message", [
-    (np.array([0, 7], dtype=np.int32), "in \\[0, 6\\]"),
-    (np.array([-1, 0], dtype=np.int32), "in \\[0, 6\\]"),
-    (np.array([0.0, 1.0]), "dtype float64"),
-    (np.zeros(3, dtype=np.int32), "shape"),
-])
+@pytest.mark.parametrize(
+    "actions, message",
+    [
+        (np.array([0, 7], dtype=np.int32), "in \\[0, 6\\]"),
+        (np.array([-1, 0], dtype=np.int32), "in \\[0, 6\\]"),
+        (np.array([0.0, 1.0]), "dtype float64"),
+        (np.zeros(3, dtype=np.int32), "shape"),
+    ],
+)
 def test_bad_actions_raise(actions, message):
     env = Tetris(num_envs=2)
     with pytest.raises(ValueError, match=message):
         env.step(actions)
 
 
-@pytest.mark.parametrize("kwargs, name", [
-    (dict(n_rows=3), "n_rows"), (dict(n_cols=2), "n_cols"), (dict(n_cols=13), "n_cols"),
-    (dict(deck_size=0), "deck_size"), (dict(num_envs=0), "num_envs"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(n_rows=3), "n_rows"),
+        (dict(n_cols=2), "n_cols"),
+        (dict(n_cols=13), "n_cols"),
+        (dict(deck_size=0), "deck_size"),
+        (dict(num_envs=0), "num_envs"),
+    ],
+)
 def test_bad_constructor_arguments_raise(kwargs, name):
     with pytest.raises(ValueError, match=name):
         Tetris(**kwargs)

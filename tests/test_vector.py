@@ -71,7 +71,9 @@ def rollout(vecenv, steps, seed=7):
     while min(len(steps_of_group) for steps_of_group in seen.values()) < steps:
         obs, rewards, terminals, truncations, infos, agent_ids, masks = vecenv.recv()
         group = int(agent_ids[0]) // vecenv.agents_per_group
-        assert np.array_equal(agent_ids, np.arange(group * vecenv.agents_per_group, (group + 1) * vecenv.agents_per_group))
+        assert np.array_equal(
+            agent_ids, np.arange(group * vecenv.agents_per_group, (group + 1) * vecenv.agents_per_group)
+        )
         seen[group].append((obs.copy(), rewards.copy(), terminals.copy(), truncations.copy(), infos))
         rng = np.random.default_rng([group, len(seen[group])])
         vecenv.send(rng.integers(0, vecenv.single_action_space.n, vecenv.agents_per_group))
@@ -123,10 +125,10 @@ def test_emulated_cartpole_matches_pufferlib_serial(backend, workers):
     for _ in range(12):
         obs, rewards, terminals, truncations, _, _, _ = reference.recv()
         for g, rows in ((0, slice(0, 2)), (1, slice(2, 4))):
-            expected[g].append((obs[rows].copy(), rewards[rows].copy(), terminals[rows].copy(),
-                                truncations[rows].copy(), []))
-        reference.send(np.concatenate([np.random.default_rng([g, len(expected[g])]).integers(0, 2, 2)
-                                       for g in (0, 1)]))
+            expected[g].append(
+                (obs[rows].copy(), rewards[rows].copy(), terminals[rows].copy(), truncations[rows].copy(), [])
+            )
+        reference.send(np.concatenate([np.random.default_rng([g, len(expected[g])]).integers(0, 2, 2) for g in (0, 1)]))
     reference.close()
     assert_same(expected, got)
     steps = got[0]
@@ -204,8 +206,11 @@ def test_env_error_in_worker_names_the_exception(workers):
     kwargs = [dict(), dict(fail_at=3)]
     vecenv = make(Scripted, [], kwargs, backend="Multiprocessing", num_envs=2, num_workers=workers, num_groups=2)
     vecenv.async_reset(0)
-    with pytest.raises(WorkerError, match=r"worker \d \(pid \d+\): env raised ValueError: scripted failure at "
-                                          r"step 3 at .*test_vector\.py:\d+$"):
+    with pytest.raises(
+        WorkerError,
+        match=r"worker \d \(pid \d+\): env raised ValueError: scripted failure at "
+        r"step 3 at .*test_vector\.py:\d+$",
+    ):
         for _ in range(10000):  # until group 1 has stepped 3 times, however often group 0 comes first
             vecenv.recv()
             vecenv.send(np.zeros(2))
@@ -228,7 +233,11 @@ def test_worker_sees_eof_when_only_the_learner_held_its_pipe():
 
 
 def test_killed_learner_leaves_no_workers():
-    learner = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    learner = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {ROOT!r})
         from common.tetris import Tetris
@@ -238,7 +247,11 @@ def test_killed_learner_leaves_no_workers():
         vecenv.async_reset(0)
         print(*[p.pid for p in vecenv.processes], flush=True)
         time.sleep(60)
-        """)], stdout=subprocess.PIPE, text=True)
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         pids = [int(pid) for pid in learner.stdout.readline().split()]
         assert len(pids) == CORES and not any(gone(pid) for pid in pids)
@@ -252,8 +265,9 @@ def test_killed_learner_leaves_no_workers():
 
 
 def test_close_reaps_workers_and_idle_workers_sleep():
-    vecenv = make(Tetris, [], dict(num_envs=64), backend="Multiprocessing", num_envs=CORES,
-                  num_workers=CORES, num_groups=CORES)
+    vecenv = make(
+        Tetris, [], dict(num_envs=64), backend="Multiprocessing", num_envs=CORES, num_workers=CORES, num_groups=CORES
+    )
     vecenv.async_reset(0)
     for _ in range(CORES):
         vecenv.recv()  # every group done: the workers wait for commands
@@ -289,13 +303,16 @@ def test_protocol_errors():
             vecenv.send(np.zeros(2))
 
 
-@pytest.mark.parametrize("kwargs,flag", [
-    (dict(backend="Threads"), "--backend"),
-    (dict(num_envs=3, num_groups=2), "--async-factor"),
-    (dict(backend="Multiprocessing", num_envs=4, num_workers=CORES + 1, num_groups=1), "--num-workers"),
-    (dict(backend="Multiprocessing", num_envs=6, num_workers=2, num_groups=3), "--num-workers"),
-    (dict(backend="Multiprocessing", num_envs=3, num_workers=2, num_groups=1), "--num-envs"),
-])
+@pytest.mark.parametrize(
+    "kwargs,flag",
+    [
+        (dict(backend="Threads"), "--backend"),
+        (dict(num_envs=3, num_groups=2), "--async-factor"),
+        (dict(backend="Multiprocessing", num_envs=4, num_workers=CORES + 1, num_groups=1), "--num-workers"),
+        (dict(backend="Multiprocessing", num_envs=6, num_workers=2, num_groups=3), "--num-workers"),
+        (dict(backend="Multiprocessing", num_envs=3, num_workers=2, num_groups=1), "--num-envs"),
+    ],
+)
 def test_bad_sizes_name_the_flag(kwargs, flag):
     if kwargs.get("num_workers", 1) == 2 and CORES < 2:
         pytest.skip("needs two physical cores to get past the core check")
