@@ -285,28 +285,24 @@ def a2c_loss(
     return loss, policy_loss, value_loss, entropy_mean
 
 
-def evaluate(
-    agent: Agent, env_id: str, obs_rms: Optional[RunningMeanStd], episodes: int, seed: int, device: torch.device
-) -> dict:
-    """Returns and lengths of `episodes` deterministic (argmax) episodes on a fresh env, stats frozen."""
-    env = gym.make(env_id)
-    returns, lengths = [], []
+def evaluate(agent: Agent, env_id: str, obs_rms: Optional[RunningMeanStd], episodes: int, seed: int, device) -> dict:
+    """Returns and lengths of `episodes` deterministic (argmax) episodes, the training's observation statistics
+    frozen. They are played side by side in one vector env (env i seeded seed + i, each counted until its
+    first episode ends), so each step is one forward pass for all of them, not one per episode."""
+    envs = make_gym_vector_env(env_id, episodes)
+    returns, lengths = np.full(episodes, np.nan), np.zeros(episodes)
     try:
-        for episode in range(episodes):
-            obs, _ = env.reset(seed=seed + episode)
-            done, total, length = False, 0.0, 0
-            while not done:
-                with torch.inference_mode():
-                    logits, _ = agent(torch.as_tensor(normalize_obs(obs[None], obs_rms), device=device))
-                action = logits.argmax(dim=-1)
-                obs, reward, terminated, truncated, _ = env.step(action.item())
-                total, length = total + float(reward), length + 1
-                done = terminated or truncated
-            returns.append(total)
-            lengths.append(length)
+        obs, _ = envs.reset(seed=seed)
+        while np.isnan(returns).any():
+            with torch.inference_mode():
+                logits, _ = agent(torch.as_tensor(normalize_obs(obs, obs_rms), device=device))
+            obs, _, _, _, infos = envs.step(logits.argmax(dim=-1).cpu().numpy())
+            if "episode" in infos:
+                first = infos["_episode"] & np.isnan(returns)
+                returns[first], lengths[first] = infos["episode"]["r"][first], infos["episode"]["l"][first]
     finally:
-        env.close()
-    return {"return": np.array(returns), "length": np.array(lengths)}
+        envs.close()
+    return {"return": returns, "length": lengths}
 
 
 def load_obs_rms(state: Optional[dict]) -> Optional[RunningMeanStd]:

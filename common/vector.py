@@ -58,13 +58,25 @@ class WorkerError(RuntimeError):
 
 
 def make(
-    env_creators, env_args=None, env_kwargs=None, backend="Serial", num_envs=1, num_workers=1, num_groups=1, seed=0
+    env_creators,
+    env_args=None,
+    env_kwargs=None,
+    backend="Serial",
+    num_envs=1,
+    num_workers=1,
+    num_groups=1,
+    seed=0,
+    order="round-robin",
 ):
     """A `Serial` (in this process) or `Multiprocessing` vecenv of `num_envs` env objects in `num_groups`
     groups. `env_creators`, `env_args`, `env_kwargs` are lists with one entry per object, or a single
     callable / args list / kwargs dict used for all; object i is built as
     `env_creators[i](*env_args[i], buf=views of its rows, seed=seed + i, **env_kwargs[i])`.
-    `num_workers` is ignored by Serial."""
+    `num_workers` is ignored by Serial. `order`: recv() returns the groups in turn, 0, 1, ..., K-1, 0, ...
+    ("round-robin": the same data every run, whatever the workers' timing) or whichever group finished
+    first ("first-ready", PufferLib's order: the sequence depends on timing)."""
+    if order not in ("round-robin", "first-ready"):
+        raise ValueError(f"order must be round-robin or first-ready (got {order!r})")
     env_creators, env_args, env_kwargs = _per_object(env_creators, env_args, env_kwargs, num_envs)
     if backend not in ("Serial", "Multiprocessing"):
         raise ValueError(f"--backend must be Serial or Multiprocessing (got {backend!r})")
@@ -76,7 +88,7 @@ def make(
             "(the envs are split into that many equal groups)"
         )
     if backend == "Serial":
-        return Serial(env_creators, env_args, env_kwargs, num_envs, num_groups, seed)
+        return Serial(env_creators, env_args, env_kwargs, num_envs, num_groups, seed, order)
     cores = psutil.cpu_count(logical=False) or 1
     if not 1 <= num_workers <= num_envs:
         raise ValueError(f"--num-workers must be between 1 and --num-envs {num_envs} (got {num_workers})")
@@ -92,7 +104,7 @@ def make(
         )
     if num_envs % num_workers:
         raise ValueError(f"--num-envs {num_envs} must be divisible by --num-workers {num_workers}")
-    return Multiprocessing(env_creators, env_args, env_kwargs, num_envs, num_workers, num_groups, seed)
+    return Multiprocessing(env_creators, env_args, env_kwargs, num_envs, num_workers, num_groups, seed, order)
 
 
 def _per_object(env_creators, env_args, env_kwargs, num_envs):
@@ -118,7 +130,7 @@ class _VecEnv:
     """Buffers, groups and the recv/send protocol; subclasses start a group's reset or step (`_start`) and
     wait for replies (`_wait`)."""
 
-    def __init__(self, env_creators, env_args, env_kwargs, num_envs, num_groups, seed, allocate):
+    def __init__(self, env_creators, env_args, env_kwargs, num_envs, num_groups, seed, order, allocate):
         # A driver env in this process gives the spaces and the agent count before the buffers exist.
         self.driver_env = env_creators[0](*env_args[0], **env_kwargs[0])
         self.single_observation_space = self.driver_env.single_observation_space
@@ -149,6 +161,7 @@ class _VecEnv:
 
         self._pending = [0] * num_groups  # replies still to come per group; > 0 means in flight
         self._ready = collections.deque()  # groups whose step is done, in the order they finished
+        self.order, self._next = order, 0  # round-robin: the group recv() returns next
         self._infos = [[] for _ in range(num_groups)]
         self._held = None  # the group returned by recv() and waiting for send()
         self._closed = False
@@ -180,22 +193,29 @@ class _VecEnv:
             self._wait()
         self._ready.clear()
         self._infos = [[] for _ in range(self.num_groups)]
-        self._held = None
+        self._held, self._next = None, 0
         for group in range(self.num_groups):
             self._start(group, RESET if seed is None else RESET_SEEDED, 0 if seed is None else seed)
 
     def recv(self):
         """(observations, rewards, terminals, truncations, infos, agent_ids, masks) of one group whose step
-        or reset is done, whichever finished first: views into the shared buffers, valid until that group
-        is sent again. infos is the list of info dicts the group's env objects returned as lists."""
+        or reset is done (the next in turn, or with order="first-ready" whichever finished first): views into
+        the shared buffers, valid until that group is sent again. infos is the list of info dicts the group's
+        env objects returned as lists."""
         self._check_open()
         if self._held is not None:
             raise RuntimeError(f"recv() called twice: send() the actions for group {self._held} first")
-        while not self._ready:
-            if not any(self._pending):
+        first_ready = self.order == "first-ready"
+        while not self._ready if first_ready else self._next not in self._ready:
+            if not (any(self._pending) if first_ready else self._pending[self._next]):
                 raise RuntimeError("recv() with no group in flight: call async_reset() first")
             self._wait()
-        group = self._held = self._ready.popleft()
+        if first_ready:
+            group = self._held = self._ready.popleft()
+        else:
+            group = self._held = self._next
+            self._ready.remove(group)
+            self._next = (group + 1) % self.num_groups
         infos, self._infos[group] = self._infos[group], []
         rows = self._rows(group)
         return (
@@ -290,7 +310,7 @@ def _step_objects(envs):
 class Serial(_VecEnv):
     """All env objects in this process; `send` steps the group right away, so groups come back in turn."""
 
-    def __init__(self, env_creators, env_args, env_kwargs, num_envs, num_groups, seed):
+    def __init__(self, env_creators, env_args, env_kwargs, num_envs, num_groups, seed, order):
         super().__init__(
             env_creators,
             env_args,
@@ -298,6 +318,7 @@ class Serial(_VecEnv):
             num_envs,
             num_groups,
             seed,
+            order,
             allocate=lambda shape, dtype: np.zeros(shape, dtype),
         )
         driver = self.driver_env
@@ -389,8 +410,8 @@ class Multiprocessing(_VecEnv):
     signal fires when the thread that forked a worker exits.
     """
 
-    def __init__(self, env_creators, env_args, env_kwargs, num_envs, num_workers, num_groups, seed):
-        super().__init__(env_creators, env_args, env_kwargs, num_envs, num_groups, seed, allocate=_shared_array)
+    def __init__(self, env_creators, env_args, env_kwargs, num_envs, num_workers, num_groups, seed, order):
+        super().__init__(env_creators, env_args, env_kwargs, num_envs, num_groups, seed, order, allocate=_shared_array)
         self.num_workers = num_workers
         per_worker, per_group = num_envs // num_workers, num_envs // num_groups
         # The workers each group is on; each worker owns objects [w * per_worker, (w + 1) * per_worker).

@@ -367,3 +367,32 @@ def test_bad_input_gives_one_line_error(tmp_path, argv, words):
     assert len(lines) == 1 and lines[0].startswith("error:"), out.stderr
     for word in words:
         assert word in lines[0], lines[0]
+
+
+def test_side_by_side_evaluation_equals_one_episode_at_a_time(tmp_path, monkeypatch):
+    """The vectorized evaluation plays the same episodes (env i seeded seed + i) as a plain loop over single
+    envs, so moving to it changed no reported return; a partly trained agent gives episodes of unequal length."""
+    monkeypatch.chdir(tmp_path)
+    result = a2c.train(a2c.Args(seed=2, total_timesteps=12_000, eval_freq=0, checkpoint_freq=0))
+    agent, ckpt = result["policy"], torch.load(result["checkpoint"], weights_only=True)
+    obs_rms = a2c.load_obs_rms(ckpt["obs_rms"])
+    forward, calls = agent.forward, []
+    agent.forward = lambda x: (calls.append(len(x)), forward(x))[1]
+    stats = a2c.evaluate(agent, "CartPole-v1", obs_rms, 6, seed=50, device=torch.device("cpu"))
+    agent.forward = forward
+    # one forward pass per step for all 6 episodes, as long as the longest lasts (not one per episode step)
+    assert calls == [6] * int(stats["length"].max())
+    expected = []
+    for episode in range(6):
+        env = gym.make("CartPole-v1")
+        obs, _ = env.reset(seed=50 + episode)
+        total, done = 0.0, False
+        while not done:
+            with torch.inference_mode():
+                logits, _ = agent(torch.as_tensor(a2c.normalize_obs(obs[None], obs_rms)))
+            obs, reward, terminated, truncated, _ = env.step(int(logits.argmax()))
+            total, done = total + reward, terminated or truncated
+        expected.append(total)
+    assert len(set(expected)) > 1, expected  # not a trivial policy
+    np.testing.assert_array_equal(stats["return"], expected)
+    np.testing.assert_array_equal(stats["length"], expected)  # CartPole: +1 per step

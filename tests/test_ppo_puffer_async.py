@@ -378,6 +378,22 @@ def test_tetris_smoke_run_writes_events_and_checkpoint(tmp_path, monkeypatch, ba
     assert not psutil.Process().children()
 
 
+def test_async_workers_give_the_same_run_twice(tmp_path, monkeypatch):
+    """mpe-spread's default loop (2 worker processes, 2 groups): the groups come back in turn, whichever worker
+    finishes first, so a fixed seed gives the same run every time, as the Serial loop does."""
+    monkeypatch.chdir(tmp_path)
+    flags = dict(
+        env_id="mpe-spread", num_envs=8, horizon=16, total_timesteps=3 * 384, num_minibatches=2, eval_episodes=2
+    )
+    runs = []
+    for attempt in ("first", "second"):
+        (tmp_path / attempt).mkdir()
+        monkeypatch.chdir(tmp_path / attempt)
+        runs.append(scalars(train(Args(**flags))["run_dir"]))
+    for tag in ("losses/policy_loss", "losses/value_loss", "charts/episodic_return", "eval/return_mean"):
+        assert runs[0][tag] == runs[1][tag], tag
+
+
 def test_mpe_spread_smoke_run_counts_agent_steps(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = train(
@@ -538,6 +554,7 @@ def test_a_killed_worker_ends_the_run_with_a_message(tmp_path):
     assert time.time() - start < 10
     assert proc.returncode == 1
     assert "error: worker" in err and "SIGKILL" in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1 and "; saved runs/" in err and "continue with --resume runs/" in err
     gone, alive = psutil.wait_procs(workers, timeout=5)
     assert not alive
     (run,) = os.listdir(tmp_path / "runs")
