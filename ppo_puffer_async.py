@@ -27,7 +27,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from common.envs import EpisodeStats, make_puffer_vecenv
+from common.envs import EpisodeStats, is_pettingzoo, make_puffer_vecenv
 from common.run import Run, RunArgs, check_flags, cli, load_weights, open_checkpoint, report
 from common.tetris import merge_infos, watch
 
@@ -36,7 +36,9 @@ from common.tetris import merge_infos, watch
 class Args(RunArgs):
     # The run's flags (--seed, --device, --checkpoint-freq, --resume, --eval-checkpoint, ...) are RunArgs's.
     env_id: str = "tetris"
-    """tetris, mpe-spread (3 agents per env), cartpole-novel or repeat-previous-easy (add --lstm), or a Gymnasium id"""
+    """tetris, mpe-spread, cartpole-novel or repeat-previous-easy (add --lstm), a Gymnasium id or a PettingZoo module"""
+    env_kwargs: str = ""
+    """keyword arguments of a Gymnasium or PettingZoo env, e.g. N=2,max_cycles=50 (for mpe2.simple_spread_v3)"""
     total_timesteps: Optional[int] = None
     """agent steps of training, all ranks together (varies by env; on --resume: the saved total)"""
     num_envs: Optional[int] = None
@@ -117,9 +119,9 @@ ENV_DEFAULTS = {
     # settings with a 128-wide encoder (1.8x the steps per minute of 256, nearly as much learned per step).
     "tetris": dict(total_timesteps=60_000_000, num_envs=512, num_minibatches=8, update_epochs=2, learning_rate=1e-3,
                    vf_clip_coef=0.2, vf_coef=0.5, ent_coef=0.03, hidden_size=128, eval_actions="sampled"),
-    # The env is the cost (~70 us a step): 2 sleeping workers step one group each while the policy runs on the
-    # other. pufferl.py's MPE settings, with a larger entropy bonus that keeps the policy from collapsing.
-    "mpe-spread": dict(total_timesteps=7_500_000, num_envs=128, async_factor=2, backend="Multiprocessing",
+    # mpe-spread and any PettingZoo env: the env is the cost (~70 us a step for MPE), so 2 sleeping workers step one
+    # group each while the policy runs on the other. pufferl.py's MPE settings, with a larger entropy bonus.
+    "pettingzoo": dict(total_timesteps=7_500_000, num_envs=128, async_factor=2, backend="Multiprocessing",
                        num_workers=2, num_minibatches=8, update_epochs=1, learning_rate=1e-3, gamma=0.977,
                        gae_lambda=0.916, clip_coef=0.1, vf_clip_coef=0.1, vf_coef=0.44, ent_coef=0.01,
                        hidden_size=128, eval_actions="sampled"),
@@ -134,7 +136,7 @@ ENV_DEFAULTS = {
 
 
 def env_defaults(env_id: str) -> dict:
-    return {**DEFAULTS, **ENV_DEFAULTS.get(env_id, {})}
+    return {**DEFAULTS, **ENV_DEFAULTS.get("pettingzoo" if is_pettingzoo(env_id) else env_id, {})}
 
 
 def with_env_defaults(args: Args) -> Args:
@@ -544,7 +546,7 @@ def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device: torch
     """Plays until every agent of a fresh in-process env has finished one episode; per-agent returns and
     lengths of those first episodes (Tetris: `episodes` games; mpe-spread: `episodes` envs of 3 agents).
     Tetris's own stats are means over all games that ended meanwhile."""
-    vecenv = make_puffer_vecenv(args.env_id, episodes, seed, args.max_ticks, log_interval=1)
+    vecenv = make_puffer_vecenv(args.env_id, episodes, seed, args.max_ticks, log_interval=1, env_kwargs=args.env_kwargs)
     stats, infos = EpisodeStats(vecenv.num_agents, vecenv.autoreset), []
     first_return, first_length = np.full(vecenv.num_agents, np.nan), np.zeros(vecenv.num_agents)
     state = policy.initial_state(vecenv.num_agents, device)
@@ -604,6 +606,7 @@ def train(args: Args) -> dict:
         validate_args(args)
         device = run.device
         layout = dict(backend=args.backend, num_workers=args.num_workers, async_factor=args.async_factor)
+        layout["env_kwargs"] = args.env_kwargs
         vecenv = make_puffer_vecenv(args.env_id, args.num_envs, run.seed, args.max_ticks, args.horizon, **layout)
         run.closing(vecenv)
         num_agents = vecenv.num_agents

@@ -6,7 +6,9 @@ gymnasium's AutoresetMode.SAME_STEP does): the observation returned with `termin
 already the next episode's first one, and the true last observation is in `info["final_obs"]`,
 which a learner needs to bootstrap `V(final_obs)` on time-limit truncation."""
 
+import ast
 import functools
+import importlib
 import multiprocessing
 
 import gymnasium as gym
@@ -96,16 +98,18 @@ def make_gym_vector_env(env_id: str, num_envs: int) -> SameStepVectorEnv:
     return SameStepVectorEnv([lambda: gym.make(env_id, disable_env_checker=True) for _ in range(num_envs)])
 
 
-def check_gym_env(env_id: str, unknown: str) -> None:
+def check_gym_env(env_id: str, unknown: str, kwargs=None) -> None:
     """A registered id that builds, with a flat Box observation and Discrete actions; else a one-line error."""
     try:
         gym.spec(env_id)
     except gym.error.Error:
         raise ValueError(f"--env-id {env_id!r} {unknown}") from None
     try:
-        probe = gym.make(env_id, disable_env_checker=True)
+        probe = gym.make(env_id, disable_env_checker=True, **(kwargs or {}))
     except gym.error.Error as e:  # e.g. DependencyNotInstalled for Box2D or MuJoCo envs
         raise ValueError(f"--env-id {env_id}: {e}") from None
+    except TypeError as e:  # keyword arguments the env does not take
+        raise ValueError(f"--env-kwargs: {env_id} refused them ({e})") from None
     require_box_obs_discrete_actions(probe.observation_space, probe.action_space, env_id)
     probe.close()
 
@@ -250,16 +254,68 @@ def make_repeat_previous_easy() -> gym.Env:
 MEMORY_ENVS = {"cartpole-novel": make_cartpole_novel, "repeat-previous-easy": make_repeat_previous_easy}
 
 
-def _mpe_spread_env(buf=None, seed=0):
-    """PettingZoo MPE simple_spread (N=3 agents, 25-step episodes that end in truncation)."""
-    from mpe2 import simple_spread_v3
+# Short names of PettingZoo envs: (module, keyword arguments). Any other "package.module" id is a PettingZoo module
+# with a parallel_env(**env_kwargs).
+PETTINGZOO_NAMES = {"mpe-spread": ("mpe2.simple_spread_v3", dict(N=3, max_cycles=25, continuous_actions=False))}
 
-    return pufferlib.emulation.PettingZooPufferEnv(
-        env_creator=simple_spread_v3.parallel_env,
-        env_kwargs=dict(N=3, max_cycles=25, continuous_actions=False),
-        buf=buf,
-        seed=seed,
-    )
+
+def is_pettingzoo(env_id: str) -> bool:
+    return env_id in PETTINGZOO_NAMES or "." in env_id
+
+
+def parse_env_kwargs(text: str) -> dict:
+    """--env-kwargs "N=2,max_cycles=50" -> {"N": 2, "max_cycles": 50} (values as Python literals, else strings)."""
+    kwargs = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip().isidentifier():
+            raise ValueError(
+                f"--env-kwargs {text!r}: expected NAME=VALUE pairs separated by commas, e.g. N=2,max_cycles=50"
+            )
+        try:
+            kwargs[name.strip()] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            kwargs[name.strip()] = value.strip()
+    return kwargs
+
+
+def pettingzoo_maker(env_id: str, env_kwargs: dict):
+    """A function building the PettingZoo parallel env `env_id` names (a short name or a module path such as
+    mpe2.simple_reference_v3), checked once here: every agent must have the same flat Box observation and
+    Discrete action space (one policy acts for all), else a one-line error naming them."""
+    module_name, kwargs = PETTINGZOO_NAMES.get(env_id, (env_id, {}))
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        reason = f"cannot import {module_name} ({e}); pass an installed PettingZoo module"
+        raise ValueError(f"--env-id {env_id}: {reason}") from None
+    if not hasattr(module, "parallel_env"):
+        raise ValueError(
+            f"--env-id {env_id}: {module_name} has no parallel_env(); pass a PettingZoo env module, "
+            "e.g. mpe2.simple_reference_v3"
+        )
+    make = functools.partial(module.parallel_env, **{**kwargs, **env_kwargs})
+    try:
+        probe = make()
+    except TypeError as e:
+        raise ValueError(f"--env-kwargs: {module_name}.parallel_env() refused them ({e})") from None
+    spaces = {agent: (probe.observation_space(agent), probe.action_space(agent)) for agent in probe.possible_agents}
+    probe.close()
+    if len({str(pair) for pair in spaces.values()}) > 1:
+        named = "; ".join(f"{agent}: {obs}, {act}" for agent, (obs, act) in spaces.items())
+        raise ValueError(
+            f"--env-id {env_id}: its agents have different spaces ({named}); this script needs one "
+            "observation and action space shared by every agent (e.g. mpe2.simple_reference_v3)"
+        )
+    require_box_obs_discrete_actions(*next(iter(spaces.values())), env_id)
+    return make
+
+
+def _pettingzoo_env(make, buf=None, seed=0):
+    """One PettingZoo parallel env (built by `make()`) through pufferlib.emulation: its agents are rows of the
+    buffers, absent agents are masked, and, as with Gymnasium envs, an episode end is followed by a reset
+    observation with reward 0 on the next step."""
+    return pufferlib.emulation.PettingZooPufferEnv(env_creator=make, buf=buf, seed=seed)
 
 
 def make_puffer_vecenv(
@@ -271,12 +327,14 @@ def make_puffer_vecenv(
     backend="Serial",
     num_workers=1,
     async_factor=1,
+    env_kwargs="",
 ):
     """The vector env of ppo_puffer_async.py (common/vector.py's protocol: async_reset, recv, send).
 
     env_id "tetris": our native Tetris, `num_envs` games split over one env object per group and worker
-    (zero copy, same-step autoreset, `final_observations` in shared memory). "mpe-spread": `num_envs`
-    PettingZoo simple_spread envs of 3 agents each. Anything else: `num_envs` copies of that Gymnasium env.
+    (zero copy, same-step autoreset, `final_observations` in shared memory). "mpe-spread" or a PettingZoo
+    module path: `num_envs` parallel envs of their agents each. Anything else: `num_envs` copies of that
+    Gymnasium env. `env_kwargs` ("NAME=VALUE,...") go to the PettingZoo or Gymnasium constructor.
     The returned vecenv carries `autoreset`: "same_step" (an ended episode's last observation is in
     `final_observations`, the row already holds the next episode) or "next_step" (emulation: the ending
     step returns the final observation, the next one a reset observation with reward 0), and
@@ -287,6 +345,9 @@ def make_puffer_vecenv(
             f"--num-envs, --num-workers and --async-factor must be at least 1 "
             f"(got {num_envs}, {num_workers}, {async_factor})"
         )
+    kwargs = parse_env_kwargs(env_kwargs)
+    if kwargs and (env_id == "tetris" or env_id in MEMORY_ENVS):
+        raise ValueError(f"--env-kwargs apply to PettingZoo and Gymnasium envs, not to {env_id}; drop them")
     if env_id == "tetris":
         # One Tetris object steps many games with array ops: give each (group, worker) pair one object.
         objects = max(async_factor, num_workers)
@@ -297,51 +358,41 @@ def make_puffer_vecenv(
             )
         obs_size = Tetris(num_envs=1, max_ticks=max_ticks).single_observation_space.shape[0]
         final_obs_buffer = multiprocessing.RawArray("f", num_envs * obs_size)
-        kwargs = dict(num_envs=num_envs // objects, max_ticks=max_ticks, log_interval=log_interval)
+        tetris = dict(num_envs=num_envs // objects, max_ticks=max_ticks, log_interval=log_interval)
         creators, args, kwargs = (
             [_tetris_sharing_final_obs] * objects,
             [[final_obs_buffer, i] for i in range(objects)],
-            [kwargs] * objects,
+            tetris,
         )
-        autoreset = "same_step"
-    elif env_id == "mpe-spread":
-        try:
-            import mpe2  # noqa: F401
-        except ImportError:
-            raise ValueError("--env-id mpe-spread needs the mpe2 package: pip install mpe2==1.1.1") from None
-        creators, args, kwargs, autoreset = [_mpe_spread_env] * num_envs, [[]] * num_envs, [{}] * num_envs, "next_step"
+    elif is_pettingzoo(env_id):
+        creators, args, kwargs = _pettingzoo_env, [pettingzoo_maker(env_id, kwargs)], {}
     elif env_id in MEMORY_ENVS:
-        creators, args, kwargs, autoreset = (
-            [_gymnasium_env] * num_envs,
-            [[MEMORY_ENVS[env_id]]] * num_envs,
-            [{}] * num_envs,
-            "next_step",
-        )
+        creators, args, kwargs = _gymnasium_env, [MEMORY_ENVS[env_id]], {}
     else:
         check_gym_env(
             env_id,
-            "is unknown: use tetris, mpe-spread, cartpole-novel, repeat-previous-easy or a "
-            "registered Gymnasium id such as CartPole-v1",
+            "is unknown: use tetris, mpe-spread, cartpole-novel, repeat-previous-easy, a registered "
+            "Gymnasium id such as CartPole-v1, or a PettingZoo module such as mpe2.simple_reference_v3",
+            kwargs,
         )
-        make_env = functools.partial(gym.make, env_id, disable_env_checker=True)
-        creators, args, kwargs, autoreset = (
-            [_gymnasium_env] * num_envs,
-            [[make_env]] * num_envs,
-            [{}] * num_envs,
-            "next_step",
+        creators, args, kwargs = (
+            _gymnasium_env,
+            [functools.partial(gym.make, env_id, disable_env_checker=True, **kwargs)],
+            {},
         )
+    objects = len(creators) if isinstance(creators, list) else num_envs
     vecenv = vector.make(
         creators,
         args,
         kwargs,
         backend=backend,
-        num_envs=len(creators),
+        num_envs=objects,
         num_workers=num_workers,
         num_groups=async_factor,
         seed=seed,
     )
-    vecenv.autoreset = autoreset
-    vecenv.agents_per_env = vecenv.num_agents // num_envs if env_id != "tetris" else 1
+    vecenv.autoreset = "same_step" if env_id == "tetris" else "next_step"
+    vecenv.agents_per_env = 1 if env_id == "tetris" else vecenv.num_agents // num_envs
     if env_id == "tetris":
         vecenv.final_observations = np.frombuffer(final_obs_buffer, dtype=np.float32).reshape(num_envs, obs_size)
     return vecenv

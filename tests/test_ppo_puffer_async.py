@@ -394,6 +394,55 @@ def test_async_workers_give_the_same_run_twice(tmp_path, monkeypatch):
         assert runs[0][tag] == runs[1][tag], tag
 
 
+def test_any_pettingzoo_parallel_env_through_its_module_path(tmp_path, monkeypatch):
+    """mpe2.simple_reference_v3 (2 agents, 21 observations, 50 actions) by its module path: its agents are rows,
+    env i is seeded seed + i as the raw env would be, and a run counts agent and env steps."""
+    from mpe2 import simple_reference_v3
+
+    vecenv = make_puffer_vecenv("mpe2.simple_reference_v3", 3, seed=7)
+    try:
+        assert vecenv.agents_per_env == 2 and vecenv.num_agents == 6 and vecenv.single_action_space.n == 50
+        vecenv.async_reset(7)
+        obs = vecenv.recv()[0]
+    finally:
+        vecenv.close()
+    raw = simple_reference_v3.parallel_env()
+    first, _ = raw.reset(seed=8)  # env object 1
+    np.testing.assert_array_equal(obs[2:4], np.stack([first[agent] for agent in raw.possible_agents]))
+    monkeypatch.chdir(tmp_path)
+    result = train(
+        Args(
+            env_id="mpe2.simple_reference_v3",
+            env_kwargs="max_cycles=10",
+            num_envs=4,
+            horizon=10,
+            total_timesteps=2 * 80,
+            num_minibatches=2,
+            eval_episodes=2,
+        )
+    )
+    tags = scalars(result["run_dir"])
+    assert [v for _, v in tags["charts/env_steps"]] == [40, 80]
+    assert all(v == 10 for _, v in tags["charts/episodic_length"])  # --env-kwargs reached the env
+
+
+@pytest.mark.parametrize(
+    "env_id,kwargs,words",
+    [
+        ("mpe2.simple_speaker_listener_v4", "", "its agents have different spaces (speaker_0: Box"),
+        ("mpe2.no_such_env_v0", "", "cannot import mpe2.no_such_env_v0"),
+        ("pettingzoo.utils", "", "has no parallel_env()"),
+        ("mpe-spread", "bogus=1", "--env-kwargs: mpe2.simple_spread_v3.parallel_env() refused them"),
+        ("mpe-spread", "N2", "expected NAME=VALUE pairs"),
+        ("tetris", "N=2", "--env-kwargs apply to PettingZoo and Gymnasium envs, not to tetris"),
+    ],
+)
+def test_pettingzoo_envs_that_cannot_run_are_one_line(env_id, kwargs, words):
+    with pytest.raises(ValueError) as e:
+        make_puffer_vecenv(env_id, 2, seed=0, env_kwargs=kwargs)
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
 def test_mpe_spread_smoke_run_counts_agent_steps(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = train(
