@@ -27,7 +27,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from common.envs import EpisodeStats, is_pettingzoo, make_puffer_vecenv
+from common.envs import EpisodeStats, NormalizedObservations, is_pettingzoo, make_puffer_vecenv
+from common.normalize import RunningMeanStd
 from common.run import Run, RunArgs, check_flags, cli, load_weights, open_checkpoint, report
 from common.tetris import merge_infos, watch
 
@@ -81,6 +82,8 @@ class Args(RunArgs):
     """prioritized rows: P(row) ~ (sum of |advantage| over the row) ** alpha; 0 = uniform (varies by env)"""
     prio_beta0: float = 0.2
     """importance-weight exponent at the start, annealed linearly to exactly 1 at the last update"""
+    norm_obs: Optional[bool] = None
+    """scale observations by their running mean and std, frozen for evaluation and saved (varies by env)"""
     reward_scale: Optional[float] = None
     """multiply rewards by this for learning (returns are logged unscaled) (varies by env)"""
     reward_clamp: Optional[float] = None
@@ -113,7 +116,7 @@ class Args(RunArgs):
 DEFAULTS = dict(total_timesteps=100_000, num_envs=8, async_factor=1, backend="Serial", num_workers=1, horizon=64,
                 num_minibatches=4, update_epochs=4, learning_rate=2.5e-3, gamma=0.99, gae_lambda=0.95, clip_coef=0.2,
                 vf_clip_coef=10.0, vf_coef=0.1, ent_coef=0.0, prio_alpha=0.0, hidden_size=64, reward_scale=1.0,
-                eval_actions="greedy")
+                norm_obs=False, eval_actions="greedy")
 ENV_DEFAULTS = {
     # The network, not the env, is the cost: envs step in this process. ppo_tetris.py's batch and loss
     # settings with a 128-wide encoder (1.8x the steps per minute of 256, nearly as much learned per step).
@@ -154,14 +157,14 @@ def validate_args(args: Args, num_agents: Optional[int] = None) -> None:
         at_least_one="num_envs num_workers async_factor horizon num_minibatches update_epochs max_ticks hidden_size",
         positive="learning_rate clip_coef vf_clip_coef reward_scale render_fps",
         positive_or_none="reward_clamp target_kl tbptt",
+        non_negative="prio_alpha burn_in",
     )
     if args.lstm and not 0 <= args.burn_in < args.horizon:
         raise ValueError(f"--burn-in {args.burn_in} must be in [0, --horizon {args.horizon}): the rest of a row trains")
     if (args.burn_in or args.tbptt) and not args.lstm:
         raise ValueError("--burn-in and --tbptt apply to the LSTM: add --lstm")
-    if not 0 <= args.prio_beta0 <= 1 or args.prio_alpha < 0:
-        prio = f"--prio-beta0 {args.prio_beta0}, --prio-alpha {args.prio_alpha}"
-        raise ValueError(f"{prio}: --prio-beta0 must be in [0, 1] and --prio-alpha >= 0")
+    if not 0 <= args.prio_beta0 <= 1:
+        raise ValueError(f"--prio-beta0 must be in [0, 1] (got {args.prio_beta0})")
     if args.backend == "Serial" and args.num_workers != 1:
         raise ValueError(f"--num-workers {args.num_workers} needs --backend Multiprocessing (Serial steps in-process)")
     if num_agents is None:
@@ -169,10 +172,7 @@ def validate_args(args: Args, num_agents: Optional[int] = None) -> None:
     batch_size = args.batch_size or num_agents * args.horizon
     rows = batch_size // args.horizon
     if batch_size % args.horizon or rows % num_agents:
-        raise ValueError(
-            f"--batch-size {batch_size} must be --horizon {args.horizon} x a multiple of the {num_agents} agents "
-            "(--num-envs x agents per env), so every agent fills whole rows"
-        )
+        raise ValueError(f"--batch-size {batch_size} must be --horizon x a multiple of the {num_agents} agents (rows)")
     if rows % args.num_minibatches:
         raise ValueError(f"--num-minibatches {args.num_minibatches} must divide the {rows} rows (batch / horizon)")
 
@@ -535,18 +535,16 @@ def normalize_advantages(advantages: torch.Tensor, masks: torch.Tensor) -> torch
     return (advantages - mean) / (std + 1e-8)
 
 
-# ----- evaluation -----
-
-
 def choose(logits: torch.Tensor, eval_actions: str) -> torch.Tensor:
     return logits.argmax(-1) if eval_actions == "greedy" else sample_actions(logits)[0]
 
 
-def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device: torch.device) -> dict:
+def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device, obs_rms=None) -> dict:
     """Plays until every agent of a fresh in-process env has finished one episode; per-agent returns and
-    lengths of those first episodes (Tetris: `episodes` games; mpe-spread: `episodes` envs of 3 agents).
-    Tetris's own stats are means over all games that ended meanwhile."""
+    lengths of those first episodes (Tetris: `episodes` games; mpe-spread: `episodes` envs of 3 agents),
+    observations scaled by the training's statistics, frozen. Tetris's stats: means over all games ended."""
     vecenv = make_puffer_vecenv(args.env_id, episodes, seed, args.max_ticks, log_interval=1, env_kwargs=args.env_kwargs)
+    vecenv = NormalizedObservations(vecenv, obs_rms, frozen=True) if obs_rms is not None else vecenv
     stats, infos = EpisodeStats(vecenv.num_agents, vecenv.autoreset), []
     first_return, first_length = np.full(vecenv.num_agents, np.nan), np.zeros(vecenv.num_agents)
     state = policy.initial_state(vecenv.num_agents, device)
@@ -591,13 +589,11 @@ def evaluate_checkpoint(args: Args) -> dict:
             return choose(logits, args.eval_actions).cpu().numpy()
 
         return watch(act, args.seed + 10_000, args.max_ticks, args.render_fps)
-    stats = evaluate(policy, args, args.eval_episodes, args.seed + 10_000, device)
+    obs_rms = RunningMeanStd.from_state(ckpt.get("obs_rms"))
+    stats = evaluate(policy, args, args.eval_episodes, args.seed + 10_000, device, obs_rms)
     episodes = f"{len(stats['return'])} episodes ({args.eval_actions} actions)"
     report(f"{args.eval_checkpoint} (step {ckpt['global_step']:,}), {episodes}:", stats)
     return stats
-
-
-# ----- training -----
 
 
 def train(args: Args) -> dict:
@@ -605,10 +601,12 @@ def train(args: Args) -> dict:
         args = with_env_defaults(run.args)
         validate_args(args)
         device = run.device
-        layout = dict(backend=args.backend, num_workers=args.num_workers, async_factor=args.async_factor)
-        layout["env_kwargs"] = args.env_kwargs
-        vecenv = make_puffer_vecenv(args.env_id, args.num_envs, run.seed, args.max_ticks, args.horizon, **layout)
-        run.closing(vecenv)
+        env = dict(env_kwargs=args.env_kwargs, max_ticks=args.max_ticks, log_interval=args.horizon)
+        vec = dict(backend=args.backend, num_workers=args.num_workers, async_factor=args.async_factor)
+        vecenv = run.closing(make_puffer_vecenv(args.env_id, args.num_envs, run.seed, **env, **vec))
+        if args.norm_obs:  # running mean/std of the observations, frozen for evaluation (common/envs.py)
+            vecenv = NormalizedObservations(vecenv)
+        obs_rms = vecenv.obs_rms if args.norm_obs else None
         num_agents = vecenv.num_agents
         validate_args(args, num_agents)
         args = dataclasses.replace(args, batch_size=args.batch_size or num_agents * args.horizon)  # per rank
@@ -618,9 +616,8 @@ def train(args: Args) -> dict:
         policy = Policy(obs_dim, num_actions, args.hidden_size, state_size).to(device)
         optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5)
         describe = f"{args.env_id}, {num_agents} agents, {args.async_factor} group(s), {segments} rows x {args.horizon}"
-        run.begin(
-            args, policy, optimizer, args.batch_size, describe, extra=dict(obs_dim=obs_dim, num_actions=num_actions)
-        )
+        extra = dict(obs_dim=obs_dim, num_actions=num_actions, obs_rms=obs_rms)
+        run.begin(args, policy, optimizer, args.batch_size, describe, extra)
         experience = Experience(segments, args.horizon, num_agents, obs_dim, device, state_size)
         stats = EpisodeStats(num_agents, vecenv.autoreset)
         vecenv.async_reset(run.seed + 1_000_000 * (run.start_update - 1))  # a resumed run plays fresh episodes
@@ -689,7 +686,7 @@ def train(args: Args) -> dict:
                 tetris = merge_infos(infos)
                 scalars.update({f"tetris/{key}": value for key, value in tetris.items()})
             if run.eval_due():
-                run.evaluate(evaluate, policy, args, args.eval_episodes, args.seed + 10_000 + update, device)
+                run.evaluate(evaluate, policy, args, args.eval_episodes, args.seed + 10_000 + update, device, obs_rms)
             ret, length = episode_means.get("return"), episode_means.get("length")
             run.log(scalars, ret=ret, len=length, lines=tetris.get("lines_deleted"))
     return run.summary(policy=policy, args=args, episode_stats=episode_means, tetris_stats=tetris, timers=timers)

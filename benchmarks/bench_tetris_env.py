@@ -14,7 +14,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script, package not installed
 from common.tetris import Tetris  # noqa: E402
 
-OCEAN_STEPS_PER_SECOND = 3.8e6  # the spec's figure for Ocean, one core, same machine kind
+OCEAN_STEPS_PER_SECOND = 3.8e6  # Ocean's C env, measured on one core of the same machine kind (docs/tetris.md)
 
 
 def steps_per_second(num_envs, seconds, seed=0):

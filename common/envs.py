@@ -18,6 +18,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from common import vector
+from common.normalize import RunningMeanStd, normalize_obs
 from common.tetris import Tetris
 
 
@@ -87,19 +88,52 @@ class SameStepVectorEnv(gym.vector.VectorEnv):
             env.close()
 
 
-def make_gym_vector_env(env_id: str, num_envs: int) -> SameStepVectorEnv:
-    """`num_envs` copies of `env_id` stepped in this process, SAME_STEP autoreset, episode stats in info.
-    Only flat Box observations and Discrete actions are accepted (what the MLP scripts support)."""
+def make_gym_vector_env(env_id: str, num_envs: int, actions=(gym.spaces.Discrete,)) -> SameStepVectorEnv:
+    """`num_envs` copies of `env_id` stepped in this process, SAME_STEP autoreset, episode stats in info. Their
+    observations are flattened into one float vector (Box of any shape, Dict in sorted key order, Discrete
+    one-hot); `actions` are the action space types the caller can act in."""
     if num_envs < 1:
         raise ValueError(f"--num-envs must be at least 1 (got {num_envs})")
-    check_gym_env(env_id, "is not a registered Gymnasium env")
-    # The passive env checker re-validates every step's output; it is a debugging aid that costs ~20%
-    # of CartPole's stepping time, so we leave it to gymnasium's check_env.
-    return SameStepVectorEnv([lambda: gym.make(env_id, disable_env_checker=True) for _ in range(num_envs)])
+    check_gym_env(env_id, "is not a registered Gymnasium env", actions=actions, flatten=True)
+    return SameStepVectorEnv([functools.partial(make_flat_env, env_id) for _ in range(num_envs)])
 
 
-def check_gym_env(env_id: str, unknown: str, kwargs=None) -> None:
-    """A registered id that builds, with a flat Box observation and Discrete actions; else a one-line error."""
+def make_flat_env(env_id: str) -> gym.Env:
+    """`env_id` with its observations flattened into a vector, unless they already are one. The passive env
+    checker re-validates every step's output; it is a debugging aid that costs ~20% of CartPole's stepping
+    time, so we leave it to gymnasium's check_env."""
+    env = gym.make(env_id, disable_env_checker=True)
+    space = env.observation_space
+    if isinstance(space, gym.spaces.Box) and len(space.shape) == 1:
+        return env
+    return gym.wrappers.FlattenObservation(env)
+
+
+def check_observation_space(space, env_id: str) -> None:
+    """Observations an MLP can take once flattened: Box (any shape, but not images), Discrete, MultiDiscrete,
+    MultiBinary, and Dict or Tuple of those; anything else is a one-line error naming the space."""
+    leaves = [space]
+    while leaves:
+        leaf = leaves.pop()
+        if isinstance(leaf, (gym.spaces.Dict, gym.spaces.Tuple)):
+            leaves.extend(leaf.spaces.values() if isinstance(leaf, gym.spaces.Dict) else leaf.spaces)
+        elif isinstance(leaf, gym.spaces.Box) and leaf.dtype == np.uint8 and len(leaf.shape) >= 2:
+            raise ValueError(
+                f"--env-id {env_id}: observation space {space} holds images, which need a CNN; "
+                "this script's MLP takes vector observations"
+            )
+        elif not isinstance(
+            leaf, (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
+        ):
+            raise ValueError(
+                f"--env-id {env_id}: observation space {space} is not supported: "
+                f"{type(leaf).__name__} observations do not flatten into a fixed-size vector"
+            )
+
+
+def check_gym_env(env_id: str, unknown: str, kwargs=None, actions=(gym.spaces.Discrete,), flatten=False) -> None:
+    """A registered id that builds, with observations this script takes (flat Box, or with `flatten` any
+    flattenable space) and actions of one of the `actions` types; else a one-line error."""
     try:
         gym.spec(env_id)
     except gym.error.Error:
@@ -110,12 +144,19 @@ def check_gym_env(env_id: str, unknown: str, kwargs=None) -> None:
         raise ValueError(f"--env-id {env_id}: {e}") from None
     except TypeError as e:  # keyword arguments the env does not take
         raise ValueError(f"--env-kwargs: {env_id} refused them ({e})") from None
-    require_box_obs_discrete_actions(probe.observation_space, probe.action_space, env_id)
     probe.close()
+    if flatten:
+        check_observation_space(probe.observation_space, env_id)
+        action = probe.action_space
+        if isinstance(action, actions) and not (isinstance(action, gym.spaces.Box) and len(action.shape) != 1):
+            return
+        names = ", ".join(kind.__name__ for kind in actions)
+        raise ValueError(f"--env-id {env_id}: action space {action} is not supported; this script acts in {names}")
+    require_box_obs_discrete_actions(probe.observation_space, probe.action_space, env_id)
 
 
 def require_box_obs_discrete_actions(observation_space, action_space, env_id: str) -> None:
-    """The MLP scripts support flat Box observations and Discrete actions; say so early otherwise."""
+    """ppo_puffer_async.py takes flat Box observations and Discrete actions; say so early otherwise."""
     if not isinstance(action_space, gym.spaces.Discrete):
         raise ValueError(
             f"--env-id {env_id}: action space {action_space} is not supported; "
@@ -252,6 +293,29 @@ def make_repeat_previous_easy() -> gym.Env:
 
 
 MEMORY_ENVS = {"cartpole-novel": make_cartpole_novel, "repeat-previous-easy": make_repeat_previous_easy}
+
+
+class NormalizedObservations:
+    """A PufferLib-protocol vecenv whose observations (and final observations) are scaled by running statistics
+    of the real agents' observations it returned so far, clipped to +-10, as SB3's VecNormalize does. Frozen
+    (evaluation), it scales by the statistics it was given and never updates them."""
+
+    def __init__(self, vecenv, obs_rms=None, frozen=False):
+        self.vecenv, self.frozen = vecenv, frozen
+        self.obs_rms = obs_rms or RunningMeanStd(vecenv.single_observation_space.shape)
+
+    def __getattr__(self, name):  # send, async_reset, close, spaces, ... are the vecenv's
+        return getattr(self.vecenv, name)
+
+    def recv(self):
+        obs, *rest = self.vecenv.recv()
+        if not self.frozen and rest[-1].any():  # rest[-1]: masks (absent agents' observations are padding)
+            self.obs_rms.update(obs[rest[-1]])
+        return (normalize_obs(obs, self.obs_rms), *rest)
+
+    @property
+    def final_observations(self):
+        return normalize_obs(self.vecenv.final_observations, self.obs_rms)
 
 
 # Short names of PettingZoo envs: (module, keyword arguments). Any other "package.module" id is a PettingZoo module

@@ -87,13 +87,14 @@ def annealed_lr(anchor: dict, step: int, end_step: int) -> float:
     return anchor["lr"] * (1.0 - (step - anchor["step"]) / (end_step - anchor["step"]))
 
 
-def check_flags(args, at_least_one: str = "", positive: str = "", positive_or_none: str = "") -> None:
-    """One line naming the flag unless each flag named in `at_least_one` is >= 1, in `positive` > 0, and in
-    `positive_or_none` None or > 0 (names as in Args, space-separated)."""
+def check_flags(args, at_least_one="", positive="", positive_or_none="", non_negative="") -> None:
+    """One line naming the flag unless each flag named in `at_least_one` is >= 1, in `positive` > 0, in
+    `positive_or_none` None or > 0, and in `non_negative` >= 0 (names as in Args, space-separated)."""
     for names, bad, need in [
         (at_least_one, lambda v: v < 1, "at least 1"),
         (positive, lambda v: v <= 0, "positive"),
         (positive_or_none, lambda v: v is not None and v <= 0, "positive, or left out"),
+        (non_negative, lambda v: v < 0, ">= 0"),
     ]:
         for name in names.split():
             if bad(getattr(args, name)):
@@ -105,7 +106,7 @@ def check_run_flags(args) -> None:
     problems = [
         (args.torch_threads < 1, f"--torch-threads must be at least 1 (got {args.torch_threads})"),
         (args.checkpoint_freq < 0, f"--checkpoint-freq must be >= 0 (got {args.checkpoint_freq})"),
-        (getattr(args, "eval_freq", 0) < 0, f"--eval-freq must be >= 0 (got {getattr(args, 'eval_freq', 0)})"),
+        ((args.eval_freq or 0) < 0, f"--eval-freq must be >= 0 (got {args.eval_freq})"),
         (
             getattr(args, "eval_episodes", 1) < 1,
             f"--eval-episodes must be at least 1 (got {getattr(args, 'eval_episodes', 1)})",
@@ -200,6 +201,9 @@ class Run:
         if ckpt is not None:  # every rank loads the same checkpoint
             load_weights(model, ckpt, "--resume", args.resume)
             optimizer.load_state_dict(ckpt["optimizer"])
+            for key, value in self.extra.items():  # e.g. observation statistics
+                if hasattr(value, "load_state_dict") and ckpt.get(key) is not None:
+                    value.load_state_dict(ckpt[key])
             torch.set_rng_state(ckpt["torch_rng_state"])
             self.start_update, run_name = ckpt["update"] + 1, ckpt["run_name"]
             self.lr_anchor = ckpt.get("lr_anchor", self.lr_anchor)

@@ -1,6 +1,7 @@
 """Tetris as a vectorized numpy PufferEnv: one object steps `num_envs` games with array operations.
 
-It follows /work/shared/TETRIS_SPEC.md: the rules of PufferLib 3.0's "Ocean" Tetris without its bugs.
+It plays by the rules of PufferLib 3.0's "Ocean" Tetris without its bugs: docs/tetris.md has the rules and
+where they depart from Ocean.
 Row 0 is the top; pieces are 4 cells in a 4x4 box anchored at (piece_row, piece_col), its top-left.
 
 State, one entry per game (arrays of length num_envs unless noted):
@@ -23,10 +24,10 @@ paths. The observation buffer is updated in place: the 4 falling-piece cells are
 a lock writes its 4 cells as locked (the whole board only when rows were cleared), the piece one-hots
 are rewritten only for games whose deck changed.
 
-Observation (float32, all inside the declared Box(0, 1); deck_size 3 gives the spec's 234 values):
+Observation (float32, all inside the declared Box(0, 1); deck_size 3 gives Ocean's 234 values):
   [0, n_rows*n_cols)  board r*n_cols+c: 0 empty, 1 locked, 0.5 falling piece (Ocean writes 2,
                       outside its own Box)
-  then 6 scalars      tick / max_ticks (the spec's tick / 10000 at the default), tick_fall / 4,
+  then 6 scalars      tick / max_ticks (Ocean's tick / 10000 at the default), tick_fall / 4,
                       piece_row / n_rows, piece_col / n_cols, piece_rot / 3, can_hold
   then deck_size + 1 one-hots of 7: current piece, deck_size - 1 upcoming pieces, held piece
                       (all zeros when the hold is empty).
@@ -46,7 +47,7 @@ import numpy as np
 import pufferlib
 
 PIECE_NAMES = "OISZTLJ"
-# PIECE_CELLS[piece][rotation]: the 4 occupied (row, col) cells of the 4x4 box, copied from the spec.
+# PIECE_CELLS[piece][rotation]: the 4 occupied (row, col) cells of the 4x4 box, as in Ocean (docs/tetris.md).
 PIECE_CELLS = (
     ((((0, 0), (0, 1), (1, 0), (1, 1)),) * 4),
     (((0, 0), (1, 0), (2, 0), (3, 0)), ((0, 0), (0, 1), (0, 2), (0, 3))) * 2,
@@ -75,13 +76,13 @@ NUM_PIECES = 7
 NOOP, LEFT, RIGHT, ROTATE, SOFT_DROP, HARD_DROP, HOLD = range(7)
 NUM_ACTIONS = 7
 TICKS_PER_FALL = 4
-# Score and reward of each event, as in Ocean. The reward is score / 100 for drops but not for
-# line clears, whatever the spec's "reward = score / 100 always" says: its own table gives 100 -> 0.1.
+# Score and reward of each event, as in Ocean: the reward is score / 100 for drops, and 0.1 / 0.3 / 0.5 / 1.0
+# for clearing 1-4 lines (not score / 100 there).
 SOFT_DROP_SCORE, SOFT_DROP_REWARD = 1, 0.01
 HARD_DROP_SCORE_PER_ROW, HARD_DROP_REWARD_PER_ROW = 2, 0.02
 LINE_CLEAR_SCORE = np.array([0, 100, 300, 500, 1000])
 LINE_CLEAR_REWARD = np.array([0.0, 0.1, 0.3, 0.5, 1.0], dtype=np.float32)
-PERF_SCORE = 12565  # the spec's "perf" normaliser
+PERF_SCORE = 12565  # Ocean's "perf" normaliser
 # A pose is tested from column -1 (moving left from column 0) to column n_cols + 2 (rotating an I
 # flat at the right edge), so a row lane needs n_cols + 4 bits, and 4 lanes must fit in 64 bits.
 LANE = 16

@@ -64,8 +64,10 @@ def main() -> None:
             ax.set_xlabel(xlabel)
             ax.set_ylabel(label)
             ax.grid(alpha=0.3)
-    for ax in axes[0]:  # the references from the spec
-        ax.axhline(6.6, color="tab:red", linestyle="--", linewidth=1, label="seed 004's PPO (6.6)")
+    for ax in axes[0]:  # reference levels: a random agent and the walkthrough's trained agent
+        ax.axhline(
+            6.6, color="tab:red", linestyle="--", linewidth=1, label="CleanRL-style PPO walkthrough's agent (6.6)"
+        )
         ax.axhline(1.81, color="gray", linestyle=":", linewidth=1, label="random agent (1.81)")
         ax.legend(loc="upper left")
     fig.suptitle(f"PPO on Tetris: {os.path.basename(os.path.normpath(args.run_dir))}")

@@ -1,6 +1,6 @@
 """One rank of the data-parallel tests (tests/test_distributed.py), started by torchrun:
 
-    torchrun --standalone --nproc-per-node 2 tests/dist_rank.py OUTDIR train SCRIPT [SCRIPT FLAGS...]
+    torchrun --standalone --nproc-per-node 2 tests/dist_rank.py OUTDIR train SCRIPT [SCRIPT FLAGS...]   (any script)
     torchrun --standalone --nproc-per-node 2 tests/dist_rank.py OUTDIR grad
 
 `train` runs SCRIPT.train (ppo_puffer_async or ppo_tetris) with the flags, as `torchrun SCRIPT.py` would, and
@@ -41,7 +41,8 @@ def record_first_observations(script, first):
 
         script.make_puffer_vecenv = wrapped
     else:
-        make = script.make_tetris_vecenv
+        attr = "make_tetris_vecenv" if script.__name__ == "ppo_tetris" else "make_gym_vector_env"
+        make = getattr(script, attr)
 
         def wrapped(*args, **kwargs):
             envs = make(*args, **kwargs)
@@ -55,7 +56,7 @@ def record_first_observations(script, first):
             envs.reset = recording_reset
             return envs
 
-        script.make_tetris_vecenv = wrapped
+        setattr(script, attr, wrapped)
 
 
 def train(outdir, name, flags):
@@ -74,13 +75,13 @@ def train(outdir, name, flags):
 
         script.ppo_loss = high_kl_loss
     steps = [0]
-    adam_step = torch.optim.Adam.step
+    for optimizer in (torch.optim.Adam, torch.optim.RMSprop):  # a2c_cartpole.py's default is RMSprop
 
-    def counting_step(self, *args, **kwargs):
-        steps[0] += 1
-        return adam_step(self, *args, **kwargs)
+        def counting_step(self, *args, _step=optimizer.step, **kwargs):
+            steps[0] += 1
+            return _step(self, *args, **kwargs)
 
-    torch.optim.Adam.step = counting_step
+        optimizer.step = counting_step
     first = []
     record_first_observations(script, first)
     result = script.train(tyro.cli(script.Args, args=flags))

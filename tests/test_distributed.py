@@ -1,7 +1,7 @@
-"""Data-parallel training under torchrun, 2 CPU ranks (gloo), for ppo_puffer_async.py and ppo_tetris.py:
-identical parameters on every rank, the averaged gradient equal to the union batch's, ranks playing
-different games, agreed early stops (target_kl on one rank only, Ctrl-C), resume on every rank, and a
-killed rank ending the job with a message instead of a hang.
+"""Data-parallel training under torchrun, 2 CPU ranks (gloo), for all three scripts: identical parameters on
+every rank, the averaged gradient equal to the union batch's, ranks playing different games, agreed early
+stops (target_kl on one rank only, Ctrl-C), resume on every rank, and a killed rank ending the job with a
+message instead of a hang.
 """
 
 import os
@@ -19,58 +19,36 @@ from conftest import ROOT
 
 RANK = os.path.join(ROOT, "tests", "dist_rank.py")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-# Small, fast runs: CartPole for the PufferLib-style script, a few Tetris games for ppo_tetris.
+# Small, fast runs of 5 updates (a2c: 30) of 3 epochs x 2 minibatches (a2c: one step each).
 FLAGS = {
-    "ppo_puffer_async": [
-        "--env-id",
-        "CartPole-v1",
-        "--num-envs",
-        "4",
-        "--horizon",
-        "16",
-        "--num-minibatches",
-        "2",
-        "--update-epochs",
-        "3",
-        "--total-timesteps",
-        str(2 * 4 * 16 * 5),
-    ],
-    "ppo_tetris": [
-        "--num-envs",
-        "8",
-        "--num-steps",
-        "16",
-        "--num-minibatches",
-        "2",
-        "--update-epochs",
-        "3",
-        "--total-timesteps",
-        str(2 * 8 * 16 * 5),
-    ],
+    "ppo_puffer_async": "--env-id CartPole-v1 --num-envs 4 --horizon 16 --num-minibatches 2 --update-epochs 3 "
+    f"--total-timesteps {2 * 4 * 16 * 5}",
+    "ppo_tetris": "--num-envs 8 --num-steps 16 --num-minibatches 2 --update-epochs 3 "
+    f"--total-timesteps {2 * 8 * 16 * 5}",
+    "a2c_cartpole": f"--num-envs 4 --num-steps 5 --log-freq 5 --total-timesteps {2 * 4 * 5 * 30}",
 }
+FLAGS = {script: flags.split() for script, flags in FLAGS.items()}
+UPDATES = {"ppo_puffer_async": 5, "ppo_tetris": 5, "a2c_cartpole": 30}
+STEPS_PER_RANK = {"ppo_puffer_async": 4 * 16, "ppo_tetris": 8 * 16, "a2c_cartpole": 4 * 5}
+OPTIMIZER_STEPS = {"ppo_puffer_async": 5 * 3 * 2, "ppo_tetris": 5 * 3 * 2, "a2c_cartpole": 30}
 
 
 def torchrun(tmp_path, *argv, env=None, timeout=120):
-    out = subprocess.run(
-        TORCHRUN + [RANK, str(tmp_path)] + list(argv),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
-    )
+    out = subprocess.run(TORCHRUN + [RANK, str(tmp_path)] + list(argv), capture_output=True, text=True,
+                         timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(2)], out.stdout
 
 
-@pytest.mark.parametrize("script", ["ppo_puffer_async", "ppo_tetris"])
+@pytest.mark.parametrize("script", sorted(FLAGS))
 def test_two_ranks_end_bit_identical_and_play_different_games(tmp_path, script):
     (rank0, rank1), stdout = torchrun(tmp_path, "train", script, *FLAGS[script], "--seed", "3")
-    assert rank0["result"]["update"] == rank1["result"]["update"] == 5
-    assert rank0["result"]["global_step"] == 2 * 5 * (4 * 16 if script == "ppo_puffer_async" else 8 * 16)
+    assert rank0["result"]["update"] == rank1["result"]["update"] == UPDATES[script]
+    assert rank0["result"]["global_step"] == 2 * UPDATES[script] * STEPS_PER_RANK[script]
     for key, value in rank0["params"].items():
         assert torch.equal(value, rank1["params"][key]), key
     # Every rank took every step (a rank that skipped the averaging would have drifted: checked by mutation).
-    assert rank0["optimizer_steps"] == rank1["optimizer_steps"] == 5 * 3 * 2
+    assert rank0["optimizer_steps"] == rank1["optimizer_steps"] == OPTIMIZER_STEPS[script]
     assert not torch.equal(rank0["first_obs"], rank1["first_obs"])
     assert stdout.count("done: step") == 1  # rank 0 alone reports
 
@@ -92,24 +70,17 @@ def test_target_kl_hit_on_one_rank_stops_both_after_the_same_epoch(tmp_path, scr
     # Rank 1 alone reports approx_kl 10 > 1; the mean over ranks (5.x) decides, so both stop every
     # update after its first epoch (2 minibatches) instead of 3 epochs. A rank deciding alone would
     # leave the other waiting in all_reduce: the timeout would end the test.
-    (rank0, rank1), _ = torchrun(
-        tmp_path, "train", script, *FLAGS[script], "--target-kl", "1.0", env={"KL_RANK": "1"}, timeout=90
-    )
+    flags = [*FLAGS[script], "--target-kl", "1.0"]
+    (rank0, rank1), _ = torchrun(tmp_path, "train", script, *flags, env={"KL_RANK": "1"}, timeout=90)
     assert rank0["optimizer_steps"] == rank1["optimizer_steps"] == 5 * 2
     assert rank0["result"]["update"] == rank1["result"]["update"] == 5
 
 
 def start_job(tmp_path, script, *flags):
     log = open(tmp_path / "job.log", "w")
-    proc = subprocess.Popen(
-        TORCHRUN + [os.path.join(ROOT, f"{script}.py"), *flags],
-        cwd=tmp_path,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        text=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
+    proc = subprocess.Popen(TORCHRUN + [os.path.join(ROOT, f"{script}.py"), *flags], cwd=tmp_path, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
     deadline = time.time() + 60
     while "run " not in (tmp_path / "job.log").read_text():
         assert time.time() < deadline and proc.poll() is None, (tmp_path / "job.log").read_text()[-3000:]
@@ -130,10 +101,9 @@ def rank_processes(proc):
     return ranks
 
 
-def test_killing_one_rank_ends_the_job_with_a_message(tmp_path):
-    proc = start_job(
-        tmp_path, "ppo_puffer_async", *FLAGS["ppo_puffer_async"][:-1], "100000000", "--checkpoint-freq", "0"
-    )
+@pytest.mark.parametrize("script", ["ppo_puffer_async", "a2c_cartpole"])
+def test_killing_one_rank_ends_the_job_with_a_message(tmp_path, script):
+    proc = start_job(tmp_path, script, *FLAGS[script][:-1], "100000000", "--checkpoint-freq", "0")
     try:
         ranks = rank_processes(proc)
         assert sorted(ranks) == [0, 1]
@@ -151,9 +121,9 @@ def test_killing_one_rank_ends_the_job_with_a_message(tmp_path):
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in ranks.values())
 
 
-def test_ctrl_c_stops_every_rank_after_the_same_update_and_resume_restores_both(tmp_path):
-    flags = FLAGS["ppo_tetris"][:-1]
-    proc = start_job(tmp_path, "ppo_tetris", *flags, "100000000", "--checkpoint-freq", "0")
+@pytest.mark.parametrize("script", ["ppo_tetris", "a2c_cartpole"])
+def test_ctrl_c_stops_every_rank_after_the_same_update_and_resume_restores_both(tmp_path, script):
+    proc = start_job(tmp_path, script, *FLAGS[script][:-1], "100000000", "--checkpoint-freq", "0")
     try:
         ranks = rank_processes(proc)
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: every process of the job
@@ -164,71 +134,36 @@ def test_ctrl_c_stops_every_rank_after_the_same_update_and_resume_restores_both(
     log = (tmp_path / "job.log").read_text()
     assert "interrupted at step" in log, log[-3000:]
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in ranks.values())
-    checkpoint = next((tmp_path / "runs").glob("*/ppo_tetris.pt"))
+    checkpoint = next((tmp_path / "runs").glob(f"*/{script}.pt"))
     saved = torch.load(checkpoint, weights_only=False)
-    assert saved["world_size"] == 2 and saved["global_step"] == saved["update"] * 2 * 8 * 16
+    update_size = 2 * STEPS_PER_RANK[script]
+    assert saved["world_size"] == 2 and saved["global_step"] == saved["update"] * update_size
 
     # Both ranks load it and go on for 2 more updates, identical.
-    more = str(saved["global_step"] + 2 * 2 * 8 * 16)
-    (rank0, rank1), _ = torchrun(
-        tmp_path, "train", "ppo_tetris", "--resume", str(checkpoint), "--total-timesteps", more
-    )
+    more = str(saved["global_step"] + 2 * update_size)
+    (rank0, rank1), _ = torchrun(tmp_path, "train", script, "--resume", str(checkpoint), "--total-timesteps", more)
     assert rank0["result"]["update"] == rank1["result"]["update"] == saved["update"] + 2
     for key, value in rank0["params"].items():
         assert torch.equal(value, rank1["params"][key]), key
     # One process cannot take over a 2-rank run: the update size would change.
-    out = subprocess.run(
-        [
-            sys.executable,
-            os.path.join(ROOT, "ppo_tetris.py"),
-            "--resume",
-            str(checkpoint),
-            "--total-timesteps",
-            str(int(more) * 2),
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-    )
+    command = [sys.executable, os.path.join(ROOT, f"{script}.py"), "--resume", str(checkpoint)]
+    out = subprocess.run([*command, "--total-timesteps", str(int(more) * 2)], cwd=tmp_path, capture_output=True,
+                         text=True)  # fmt: skip
     assert out.returncode == 1
     assert "error: --resume: that run had 2 rank(s) and this one has 1" in out.stderr
 
 
 def test_the_multi_node_line_works_with_two_nodes_on_one_machine(tmp_path):
-    # README's multi-node command (c10d rendezvous, one agent per node), both "nodes" on this machine.
+    # The multi-node command of docs/distributed.md (c10d rendezvous, one agent per node), both "nodes" here.
     with socket.socket() as s:
         s.bind(("localhost", 0))
         port = s.getsockname()[1]
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nnodes",
-        "2",
-        "--nproc-per-node",
-        "1",
-        "--rdzv-id",
-        "test",
-        "--rdzv-backend",
-        "c10d",
-        "--rdzv-endpoint",
-        f"localhost:{port}",
-        RANK,
-        str(tmp_path),
-        "train",
-        "ppo_tetris",
-        *FLAGS["ppo_tetris"],
-    ]
-    nodes = [
-        subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env={**os.environ, "OMP_NUM_THREADS": "1"},
-        )
-        for _ in range(2)
-    ]
+    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-id",
+               "test", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"localhost:{port}", RANK, str(tmp_path),
+               "train", "ppo_tetris", *FLAGS["ppo_tetris"]]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    nodes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+             for _ in range(2)]  # fmt: skip
     try:
         outputs = [node.communicate(timeout=120)[0] for node in nodes]
     finally:

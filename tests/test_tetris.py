@@ -1,4 +1,4 @@
-"""Tests of common/tetris.py against /work/shared/TETRIS_SPEC.md.
+"""Tests of common/tetris.py against the rules in docs/tetris.md (PufferLib 3.0 Ocean Tetris without its bugs).
 
 Rules are tested on scripted positions (`Tetris.set_position`), statistics and determinism on random play.
 """
@@ -13,7 +13,7 @@ from gymnasium.utils.env_checker import check_env
 
 from common.tetris import HARD_DROP, HOLD, LEFT, NOOP, PIECE_CELLS, PIECE_NAMES, RIGHT, ROTATE, SOFT_DROP, Tetris
 
-# The spec's cells, written out again so that a typo in the env's table fails here.
+# The cells of docs/tetris.md's table, written out again so that a typo in the env's table fails here.
 SPEC_CELLS = {
     "O": ["(0,0)(0,1)(1,0)(1,1)"] * 4,
     "I": ["(0,0)(1,0)(2,0)(3,0)", "(0,0)(0,1)(0,2)(0,3)"] * 2,

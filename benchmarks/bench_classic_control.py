@@ -1,0 +1,192 @@
+"""Both scripts that take Gymnasium ids on a classic-control suite: final greedy evaluation (20 episodes) after
+500k steps, 3 seeds each, beside CleanRL's published ppo.py figures and RL Zoo's tuned A2C/PPO agents, and a
+learning-curve picture (greedy evaluations every ~25k steps).
+
+    python benchmarks/bench_classic_control.py                          # the table; ~1.5 h on 2 cores
+    python benchmarks/bench_classic_control.py --envs Acrobot-v1 --seeds 1 --cores 0
+    python benchmarks/bench_classic_control.py --scripts ppo_puffer_async --set norm_obs=False --tag no-norm
+    python benchmarks/bench_classic_control.py --plot docs/classic_control.png
+
+Every run is a subprocess of the script at its defaults (plus --set), pinned to one core, in its own folder
+under --out; a finished run's result is kept there, so rerunning the command only runs what is missing
+(runs are deterministic per seed on CPU). Needs `pip install -e ".[bench]"` (Box2D for LunarLander, matplotlib).
+"""
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+ENVS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "LunarLander-v3"]
+# Evaluations every ~25k steps: a2c_cartpole.py's updates are 16 x 5 = 80 steps, ppo_puffer_async.py's 8 x 64.
+EVAL_FREQ = {"a2c_cartpole": 312, "ppo_puffer_async": 49}
+# Published figures (mean +/- std; what each measures differs, see docs/classic_control.md):
+# CleanRL ppo.py, docs: 500k steps, 3 seeds, episodic return at the end of training.
+CLEANRL_PPO = {"CartPole-v1": (492.40, 13.05), "Acrobot-v1": (-89.93, 6.34), "MountainCar-v0": (-200.00, 0.00)}
+# RL Zoo (rl-baselines3-zoo benchmark.md): one tuned agent each, deterministic evaluation; (mean, std, steps).
+RL_ZOO_A2C = {
+    "CartPole-v1": (500.0, 0.0, "500k"),
+    "Acrobot-v1": (-83.353, 17.213, "500k"),
+    "MountainCar-v0": (-111.263, 24.087, "1M"),
+    "LunarLander-v3": (155.751, 80.419, "200k, v2"),
+}
+RL_ZOO_PPO = {
+    "CartPole-v1": (500.0, 0.0, "100k"),
+    "Acrobot-v1": (-73.506, 18.201, "1M"),
+    "MountainCar-v0": (-110.423, 19.473, "1M"),
+    "LunarLander-v3": (242.119, 31.823, "1M, v2"),
+}
+
+
+def run_one(script, env_id, seed, total, settings, folder, core):
+    """Runs one training (or reuses its saved result): {"final", "curve", "sps", "wall"}."""
+    result_file = folder / "result.json"
+    if result_file.exists():
+        return json.loads(result_file.read_text())
+    folder.mkdir(parents=True, exist_ok=True)
+    flags = [
+        "--env-id",
+        env_id,
+        "--seed",
+        str(seed),
+        "--total-timesteps",
+        str(total),
+        "--eval-episodes",
+        "20",
+        "--eval-freq",
+        str(EVAL_FREQ[script]),
+        "--checkpoint-freq",
+        "0",
+    ]
+    for name, value in settings:
+        flags += [f"--{name.replace('_', '-')}", value]
+    command = ["taskset", "-c", str(core), sys.executable, str(ROOT / f"{script}.py"), *flags]
+    start = time.time()
+    out = subprocess.run(
+        command, cwd=folder, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
+    (folder / "log.txt").write_text(out.stdout + out.stderr)
+    if out.returncode != 0:
+        raise SystemExit(f"{script} {env_id} seed {seed} failed:\n{out.stderr[-2000:]}")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(glob.glob(str(folder / "runs" / "*"))[0], size_guidance={"scalars": 0}).Reload()
+    curve = [(e.step, e.value) for e in events.Scalars("eval/return_mean")]
+    result = {
+        "final": curve[-1][1],
+        "curve": curve,
+        "sps": events.Scalars("charts/SPS")[-1].value,
+        "wall": time.time() - start,
+    }
+    result_file.write_text(json.dumps(result))
+    return result
+
+
+def fmt(mean, std):
+    return f"{mean:.1f} +/- {std:.1f}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--envs", nargs="+", default=ENVS)
+    parser.add_argument("--scripts", nargs="+", default=["ppo_puffer_async", "a2c_cartpole"], choices=list(EVAL_FREQ))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    parser.add_argument("--total-timesteps", type=int, default=500_000)
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a flag of the script(s) for every run, e.g. --set norm_obs=False",
+    )
+    parser.add_argument("--tag", default="defaults", help="name of this configuration (its own result folders)")
+    parser.add_argument("--cores", type=int, nargs="+", default=[0, 1], help="one run at a time on each core")
+    parser.add_argument("--out", default="bench_results/classic_control")
+    parser.add_argument("--plot", help="also draw the learning curves of --tag into this PNG")
+    opts = parser.parse_args()
+    settings = []
+    for item in opts.set:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"--set {item}: expected NAME=VALUE")
+        settings.append((name, value))
+
+    jobs = [(script, env_id, seed) for env_id in opts.envs for script in opts.scripts for seed in opts.seeds]
+    free = list(opts.cores)
+
+    def work(job):
+        core = free.pop()
+        try:
+            script, env_id, seed = job
+            folder = Path(opts.out) / opts.tag / script / env_id / str(seed)
+            return job, run_one(script, env_id, seed, opts.total_timesteps, settings, folder, core)
+        finally:
+            free.append(core)
+
+    results = {}
+    with ThreadPoolExecutor(len(opts.cores)) as pool:
+        for job, result in pool.map(work, jobs):
+            results[job] = result
+            print(
+                f"  {job[0]:<17} {job[1]:<15} seed {job[2]}: final {result['final']:8.1f}, "
+                f"SPS {result['sps']:7,.0f}, {result['wall']:5.0f} s",
+                flush=True,
+            )
+
+    print(
+        f"\n{opts.tag}: final greedy evaluation, 20 episodes, after {opts.total_timesteps:,} steps "
+        f"(seeds {' '.join(map(str, opts.seeds))}); {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores"
+    )
+    print("| env | script | per seed | mean +/- std | CleanRL ppo.py | RL Zoo A2C | RL Zoo PPO |")
+    print("|---|---|---|---|---|---|---|")
+    for env_id in opts.envs:
+        for script in opts.scripts:
+            finals = [results[(script, env_id, seed)]["final"] for seed in opts.seeds]
+            zoo = [
+                f"{z[0]:.1f} +/- {z[1]:.1f} ({z[2]})" if (z := table.get(env_id)) else "-"
+                for table in (RL_ZOO_A2C, RL_ZOO_PPO)
+            ]
+            cleanrl = fmt(*CLEANRL_PPO[env_id]) if env_id in CLEANRL_PPO else "-"
+            print(
+                f"| {env_id} | {script} | {' / '.join(f'{f:.1f}' for f in finals)} | "
+                f"{fmt(np.mean(finals), np.std(finals))} | {cleanrl} | {zoo[0]} | {zoo[1]} |"
+            )
+    if opts.plot:
+        plot(results, opts, opts.plot)
+
+
+def plot(results, opts, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(opts.envs), figsize=(4.2 * len(opts.envs), 3.4), squeeze=False)
+    for ax, env_id in zip(axes[0], opts.envs):
+        for script, color in zip(opts.scripts, ("tab:blue", "tab:orange")):
+            curves = [results[(script, env_id, seed)]["curve"] for seed in opts.seeds]
+            steps = [s for s, _ in curves[0]]
+            values = np.array([[v for _, v in curve[: len(steps)]] for curve in curves])
+            ax.plot(steps, values.mean(0), color=color, label=script)
+            ax.fill_between(steps, values.min(0), values.max(0), color=color, alpha=0.2)
+        if env_id in CLEANRL_PPO:
+            ax.axhline(CLEANRL_PPO[env_id][0], color="gray", linestyle="--", linewidth=1, label="CleanRL ppo.py")
+        ax.set_title(env_id)
+        ax.set_xlabel("environment steps")
+    axes[0][0].set_ylabel(f"greedy eval return (mean, min-max of {len(opts.seeds)} seeds)")
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""Running statistics for normalizing observations, the arithmetic written once. Whether a script normalizes,
+and what, is its own decision, in its Args and its rollout; the statistics are frozen for evaluation and saved
+in the checkpoint, so a trained policy always sees observations scaled as in training."""
+
+from typing import Optional
+
+import numpy as np
+import torch
+
+
+class RunningMeanStd:
+    """Running mean and variance of a stream of batches (Chan et al.'s parallel update), as in SB3."""
+
+    def __init__(self, shape=()):
+        self.mean = np.zeros(shape, np.float64)
+        self.var = np.ones(shape, np.float64)
+        self.count = 1e-4
+
+    def update(self, batch: np.ndarray) -> None:
+        batch = batch.reshape(-1, *self.mean.shape)
+        delta = batch.mean(0) - self.mean
+        total = self.count + len(batch)
+        self.mean = self.mean + delta * len(batch) / total
+        m2 = self.var * self.count + batch.var(0) * len(batch) + delta**2 * self.count * len(batch) / total
+        self.var, self.count = m2 / total, total
+        self.mean, self.var = np.asarray(self.mean), np.asarray(self.var)  # 0-d arrays, not numpy scalars
+
+    def state_dict(self) -> dict:
+        return {"mean": torch.from_numpy(self.mean), "var": torch.from_numpy(self.var), "count": self.count}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.mean, self.var, self.count = state["mean"].numpy(), state["var"].numpy(), state["count"]
+
+    @classmethod
+    def from_state(cls, state: Optional[dict]) -> Optional["RunningMeanStd"]:
+        """The statistics a checkpoint holds; None when the run did not normalize."""
+        if state is None:
+            return None
+        statistics = cls()
+        statistics.load_state_dict(state)
+        return statistics
+
+
+def normalize_obs(obs: np.ndarray, obs_rms: Optional[RunningMeanStd], clip: float = 10.0) -> np.ndarray:
+    """Scales observations by the training statistics, clipped to +-clip (float32). Evaluation passes the same,
+    frozen, statistics: the policy must see observations scaled as in training, not by an eval env's own."""
+    if obs_rms is None:
+        return obs.astype(np.float32)
+    return np.clip((obs - obs_rms.mean) / np.sqrt(obs_rms.var + 1e-8), -clip, clip).astype(np.float32)
+
+
+class RewardScaler:
+    """Divides rewards by the standard deviation of a running estimate of the discounted return, per env, as
+    SB3's VecNormalize does (no mean is subtracted: that would change what the best policy is), clipped to +-10.
+    The return estimate restarts at every episode end, terminal or truncated: a truncated episode's value is
+    bootstrapped by the learner in the same scaled units, and the next episode starts from scratch."""
+
+    def __init__(self, num_envs: int, gamma: float):
+        self.returns, self.gamma, self.rms = np.zeros(num_envs), gamma, RunningMeanStd()
+
+    def __call__(self, rewards: np.ndarray, dones: np.ndarray) -> np.ndarray:
+        self.returns = self.returns * self.gamma + rewards
+        self.rms.update(self.returns)
+        self.returns[dones] = 0.0
+        return np.clip(rewards / np.sqrt(self.rms.var + 1e-8), -10.0, 10.0)
+
+    def state_dict(self) -> dict:
+        return self.rms.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rms.load_state_dict(state)
