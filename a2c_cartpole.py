@@ -76,7 +76,7 @@ class Args(RunArgs):
     """gradient steps per update, each on a 1/mini_batches share of the rollout (skrl's mini_batches)"""
     hidden_size: Optional[int] = None
     """width of the two shared hidden layers (varies by action space)"""
-    log_std_init: float = 0.0
+    log_std_init: float = -1.0
     """Box actions: the Gaussian's initial log standard deviation (a parameter, not a function of the state)"""
     amp: bool = False
     """mixed precision: bfloat16 autocast on the CPU, float16 with a gradient scaler on CUDA; float32 weights"""
@@ -95,8 +95,8 @@ class Args(RunArgs):
 DEFAULTS = dict(total_timesteps=100_000, num_envs=16, num_steps=5, learning_rate=1e-3, gamma=0.99, gae_lambda=1.0,
                 vf_coef=0.5, norm_reward=False, reward_scale=0.1, hidden_size=64, eval_freq=50)
 # Box: the return's scale differs from task to task, so rewards are normalized instead of scaled by hand.
-CONTINUOUS = dict(total_timesteps=1_000_000, num_envs=16, num_steps=8, learning_rate=1e-3, gae_lambda=0.9,
-                  vf_coef=0.5, norm_reward=True, reward_scale=1.0, hidden_size=256, eval_freq=400)
+CONTINUOUS = dict(total_timesteps=1_000_000, num_steps=8, gae_lambda=0.9, norm_reward=True, reward_scale=1.0,
+                  eval_freq=400)
 # fmt: on
 
 
@@ -127,7 +127,7 @@ class Agent(nn.Module):
     Box actions, a diagonal Gaussian whose log-std is a parameter of its own, not a function of the state
     (as SB3 and CleanRL's ppo_continuous_action.py)."""
 
-    def __init__(self, obs_dim: int, action_space, hidden_size: int, log_std_init: float = 0.0):
+    def __init__(self, obs_dim: int, action_space, hidden_size: int, log_std_init: float = -1.0):
         super().__init__()
         self.backbone = nn.Sequential(
             layer_init(nn.Linear(obs_dim, hidden_size)),

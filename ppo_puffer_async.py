@@ -84,6 +84,8 @@ class Args(RunArgs):
     """importance-weight exponent at the start, annealed linearly to exactly 1 at the last update"""
     norm_obs: Optional[bool] = None
     """scale observations by their running mean and std, frozen for evaluation and saved (varies by env)"""
+    norm_reward: Optional[bool] = None
+    """divide rewards by the running std of the discounted return, as SB3's VecNormalize (varies by env)"""
     reward_scale: Optional[float] = None
     """multiply rewards by this for learning (returns are logged unscaled) (varies by env)"""
     reward_clamp: Optional[float] = None
@@ -116,7 +118,7 @@ class Args(RunArgs):
 DEFAULTS = dict(total_timesteps=100_000, num_envs=8, async_factor=1, backend="Serial", num_workers=1, horizon=64,
                 num_minibatches=4, update_epochs=4, learning_rate=2.5e-3, gamma=0.99, gae_lambda=0.95, clip_coef=0.2,
                 vf_clip_coef=10.0, vf_coef=0.1, ent_coef=0.0, prio_alpha=0.0, hidden_size=64, reward_scale=1.0,
-                norm_obs=False, eval_actions="greedy")
+                norm_obs=False, norm_reward=False, eval_actions="greedy")
 ENV_DEFAULTS = {
     # The network, not the env, is the cost: envs step in this process. ppo_tetris.py's batch and loss
     # settings with a 128-wide encoder (1.8x the steps per minute of 256, nearly as much learned per step).
@@ -616,19 +618,17 @@ def train(args: Args) -> dict:
         policy = Policy(obs_dim, num_actions, args.hidden_size, state_size).to(device)
         optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5)
         describe = f"{args.env_id}, {num_agents} agents, {args.async_factor} group(s), {segments} rows x {args.horizon}"
-        extra = dict(obs_dim=obs_dim, num_actions=num_actions, obs_rms=obs_rms)
+        stats = EpisodeStats(num_agents, vecenv.autoreset, args.gamma if args.norm_reward else None)
+        extra = dict(obs_dim=obs_dim, num_actions=num_actions, obs_rms=obs_rms, return_rms=stats.return_rms)
         run.begin(args, policy, optimizer, args.batch_size, describe, extra)
         experience = Experience(segments, args.horizon, num_agents, obs_dim, device, state_size)
-        stats = EpisodeStats(num_agents, vecenv.autoreset)
         vecenv.async_reset(run.seed + 1_000_000 * (run.start_update - 1))  # a resumed run plays fresh episodes
         timers, episode_means, tetris = dict(env=0.0, inference=0.0, learn=0.0), {}, {}
         coefs = (args.clip_coef, args.vf_clip_coef, args.vf_coef, args.ent_coef)
         for update in run.updates():
-            lr = run.annealed_lr() if args.anneal_lr else args.learning_rate
-            optimizer.param_groups[0]["lr"] = lr
-            infos = rollout(
-                vecenv, policy, experience, stats, args.gamma, args.reward_scale, args.reward_clamp, device, timers
-            )
+            optimizer.param_groups[0]["lr"] = lr = run.annealed_lr() if args.anneal_lr else args.learning_rate
+            scale = args.reward_scale / stats.return_std() if args.norm_reward else args.reward_scale  # for this update
+            infos = rollout(vecenv, policy, experience, stats, args.gamma, scale, args.reward_clamp, device, timers)
 
             start = time.perf_counter()
             masks = experience.masks.float()

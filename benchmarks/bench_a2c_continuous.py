@@ -79,11 +79,25 @@ def sb3_run(env_id: str, seed: int, total: int, out: str) -> None:
     Path(out).write_text(json.dumps({"final": final, "curve": callback.curve + [(total, final)], "sps": sps}))
 
 
+def script_flags(script: str, settings) -> list:
+    """--set NAME=VALUE pairs as the script's command line: a plain bool is --name or --no-name (tyro's form)."""
+    sys.path.insert(0, str(ROOT))
+    fields = __import__(script).Args.__dataclass_fields__
+    flags = []
+    for name, value in settings:
+        if name not in fields:
+            raise SystemExit(f"--set {name}={value}: {script}.py has no flag --{name.replace('_', '-')}")
+        if fields[name].type is bool:
+            flags.append(f"--{'' if value == 'True' else 'no-'}{name.replace('_', '-')}")
+        else:
+            flags += [f"--{name.replace('_', '-')}", value]
+    return flags
+
+
 def ours_run(env_id, seed, total, settings, folder, core):
     flags = ["--env-id", env_id, "--seed", str(seed), "--total-timesteps", str(total), "--eval-episodes", "20",
              "--checkpoint-freq", "0"]  # fmt: skip
-    for name, value in settings:
-        flags += [f"--{name.replace('_', '-')}", value]
+    flags += script_flags("a2c_cartpole", settings)
     command = ["taskset", "-c", str(core), sys.executable, str(ROOT / "a2c_cartpole.py"), *flags]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     out = subprocess.run(command, cwd=folder, capture_output=True, text=True, env=env)

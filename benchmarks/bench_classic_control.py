@@ -46,6 +46,21 @@ RL_ZOO_PPO = {
 }
 
 
+def script_flags(script: str, settings) -> list:
+    """--set NAME=VALUE pairs as the script's command line: a plain bool is --name or --no-name (tyro's form)."""
+    sys.path.insert(0, str(ROOT))
+    fields = __import__(script).Args.__dataclass_fields__
+    flags = []
+    for name, value in settings:
+        if name not in fields:
+            raise SystemExit(f"--set {name}={value}: {script}.py has no flag --{name.replace('_', '-')}")
+        if fields[name].type is bool:
+            flags.append(f"--{'' if value == 'True' else 'no-'}{name.replace('_', '-')}")
+        else:
+            flags += [f"--{name.replace('_', '-')}", value]
+    return flags
+
+
 def run_one(script, env_id, seed, total, settings, folder, core):
     """Runs one training (or reuses its saved result): {"final", "curve", "sps", "wall"}."""
     result_file = folder / "result.json"
@@ -66,8 +81,7 @@ def run_one(script, env_id, seed, total, settings, folder, core):
         "--checkpoint-freq",
         "0",
     ]
-    for name, value in settings:
-        flags += [f"--{name.replace('_', '-')}", value]
+    flags += script_flags(script, settings)
     command = ["taskset", "-c", str(core), sys.executable, str(ROOT / f"{script}.py"), *flags]
     start = time.time()
     out = subprocess.run(

@@ -123,7 +123,7 @@ def rows(env):
         ("ours Multiprocessing, 2 workers, sync", lambda: ours(2, 1)),
         ("ours Multiprocessing, 1 worker, async (2 groups)", lambda: ours(1, 2)),
         ("ours Multiprocessing, 2 workers, async (2 groups)", lambda: ours(2, 2)),
-        ("ours Multiprocessing, 2 workers, async, first-ready order", lambda: ours(2, 2, "first-ready")),
+        ("ours Multiprocessing, 2 workers, async, first-ready", lambda: ours(2, 2, "first-ready")),
     ]
 
 

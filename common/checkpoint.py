@@ -63,10 +63,10 @@ def saved_by(payload: dict):
     if "script" in payload:
         return payload["script"]
     args = payload.get("args") if isinstance(payload.get("args"), dict) else {}
-    if "obs_rms" in payload:
-        return "a2c_cartpole"
     if "horizon" in args:
         return "ppo_puffer_async"
+    if "obs_rms" in payload:
+        return "a2c_cartpole"
     if "num_steps" in args:
         return "ppo_tetris"
     return None

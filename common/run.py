@@ -400,7 +400,7 @@ class Run:
             else:
                 return False
         finally:
-            self.close()
+            self.close(barrier=exc_type is None)
         if self.main:
             sps = (self.completed * self.update_size - self.start_step) / self.training_time()
             if self.interrupted:
@@ -424,7 +424,9 @@ class Run:
                 )
         return exc_type is KeyboardInterrupt  # the run was saved and said so: train() returns normally
 
-    def close(self) -> None:
+    def close(self, barrier: bool = False) -> None:
+        """Closes the envs and the writer; under torchrun, after a clean end, waits for every rank before tearing
+        the process group down (a rank that exits while another is still in its last collective can abort it)."""
         for close in reversed(self.closers):
             close()
         self.closers = []
@@ -435,6 +437,8 @@ class Run:
             import torch.distributed as dist
 
             if dist.is_initialized():
+                if barrier:
+                    dist.barrier()
                 dist.destroy_process_group()
 
     def summary(self, **extra) -> dict:

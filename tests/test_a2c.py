@@ -116,15 +116,18 @@ class KnownValueAgent(nn.Module):
     def get_value(self, x):
         return 10.0 + x[:, 0]
 
+    def sample(self, out):
+        return out.argmax(dim=-1)
+
 
 @pytest.mark.parametrize("env_id, truncates", [("TestTerminateAt3-v0", False), ("TestTruncateAt3-v0", True)])
 def test_rollout_bootstraps_truncation_not_termination(env_id, truncates):
     envs = make_gym_vector_env(env_id, 2)
     obs, _ = envs.reset(seed=0)
-    storage = a2c.make_storage(num_steps=4, num_envs=2, obs_dim=1)
+    storage = a2c.make_storage(num_steps=4, num_envs=2, obs_dim=1, action_space=envs.single_action_space)
     gamma = 0.9
     next_obs, ep_returns, ep_lengths = a2c.collect_rollout(
-        envs, KnownValueAgent(), None, 0.5, obs, storage, gamma, torch.device("cpu")
+        envs, KnownValueAgent(), None, None, 0.5, obs, storage, gamma, torch.device("cpu"), contextlib.nullcontext
     )
     envs.close()
     # The 3rd transition (t = 2) ends both episodes; its final observation is [3], V = 13. Rewards
@@ -175,8 +178,8 @@ def test_flat_parameters_train_like_the_layers():
     """Three RMSprop steps on the flat buffer give the same weights as torch's RMSprop on the layers,
     and the flattened agent saves and loads like an ordinary one."""
     torch.manual_seed(0)
-    flat_agent = a2c.Agent(4, 2, 16)
-    plain_agent = a2c.Agent(4, 2, 16)
+    flat_agent = a2c.Agent(4, gym.spaces.Discrete(2), 16)
+    plain_agent = a2c.Agent(4, gym.spaces.Discrete(2), 16)
     plain_agent.load_state_dict(flat_agent.state_dict())
     initial_policy_weight = flat_agent.policy_head.weight.detach().clone()
     flat = a2c.flatten_parameters(flat_agent)
@@ -200,7 +203,7 @@ def test_flat_parameters_train_like_the_layers():
     for (name, got), want in zip(flat_agent.state_dict().items(), plain_agent.state_dict().values()):
         torch.testing.assert_close(got, want, msg=name)
     assert not torch.equal(flat_agent.policy_head.weight, initial_policy_weight)  # the layers did move
-    fresh = a2c.Agent(4, 2, 16)
+    fresh = a2c.Agent(4, gym.spaces.Discrete(2), 16)
     fresh.load_state_dict(flat_agent.state_dict())
     torch.testing.assert_close(fresh(x)[1], flat_agent(x)[1])
 
@@ -343,7 +346,7 @@ def run_script(*argv, cwd):
 @pytest.mark.parametrize(
     "argv, words",
     [
-        (["--env-id", "Pendulum-v1"], ["--env-id", "Discrete"]),
+        (["--env-id", "ALE/Pong-v5"], ["--env-id"]),
         (["--num-envs", "0"], ["--num-envs"]),
         (["--mini-batches", "3"], ["--mini-batches"]),
         (["--eval-checkpoint", "does_not_exist.pt"], ["--eval-checkpoint", "not found"]),

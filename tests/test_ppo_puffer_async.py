@@ -176,6 +176,19 @@ def test_rows_hold_consecutive_steps_of_one_agent_whatever_the_group_order():
     assert saw_absent, "the absent agent's steps should have been stored, flagged"
 
 
+def test_episode_stats_keep_each_agents_discounted_return_for_reward_normalization():
+    """gamma 0.5, two agents (same-step autoreset): agent 0 gets 1, 1 (episode ends), 4; agent 1 gets 2, 2, 2.
+    Running discounted returns: agent 0 1, 1.5 (then reset), 4; agent 1 2, 3, 3.5; their std is what rewards
+    are divided by with --norm-reward."""
+    stats, agents, masks = EpisodeStats(2, "same_step", gamma=0.5), np.array([0, 1]), np.ones(2, bool)
+    stats.update(agents, np.zeros(2), np.zeros(2, bool), masks)  # the first observations: no reward yet
+    for rewards, dones in [([1, 2], [False, False]), ([1, 2], [True, False]), ([4, 2], [False, False])]:
+        stats.update(agents, np.array(rewards, float), np.array(dones), masks)
+    np.testing.assert_allclose(stats.discounted, [4.0, 3.5])
+    assert stats.return_std() == pytest.approx(np.std([1, 2, 1.5, 3, 4, 3.5]), rel=1e-4)
+    assert EpisodeStats(2, "same_step").return_rms is None  # without gamma: nothing kept
+
+
 def test_masked_steps_carry_no_loss():
     advantages = torch.tensor([[1.0, 2.0, 100.0]])
     masks = torch.tensor([[1.0, 1.0, 0.0]])

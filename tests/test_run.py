@@ -121,8 +121,8 @@ def test_evaluating_does_not_change_what_training_samples(tmp_path, monkeypatch)
         )
         return [e.value for e in EventAccumulator(result["run_dir"]).Reload().Scalars("losses/policy_loss")]
 
-    monkeypatch.chdir(tmp_path)
-    assert losses(eval_freq=1, eval_episodes=3) == losses(eval_freq=0, eval_episodes=1)
+    monkeypatch.chdir(tmp_path)  # distinct names: two runs started in the same second would share a run dir
+    assert losses(eval_freq=1, eval_episodes=3, exp_name="a") == losses(eval_freq=0, eval_episodes=1, exp_name="b")
 
 
 # ----- a full disk -----
