@@ -11,8 +11,7 @@ clamped only if asked; absent agents carry no loss; rows are tracked per agent i
 back in; importance weights are normalized and beta reaches 1; --lstm rows replay the rollout's state.
 
     python ppo_puffer_async.py                                   # Tetris
-    python ppo_puffer_async.py --env-id mpe-spread               # 3 agents per env, async workers
-    python ppo_puffer_async.py --env-id CartPole-v1
+    python ppo_puffer_async.py --env-id mpe-spread               # 3 agents per env (or: a Gymnasium id, mpe2.simple_v3)
     python ppo_puffer_async.py --env-id cartpole-novel --lstm    # velocities hidden: memory needed
     python ppo_puffer_async.py --eval-checkpoint runs/<run>/ppo_puffer_async.pt
     torchrun --standalone --nproc-per-node 2 ppo_puffer_async.py   # data-parallel: 2 ranks, each its own envs
@@ -112,30 +111,31 @@ class Args(RunArgs):
     """board redraws per second with --render"""
 
 
-# Per-env defaults: Gymnasium ids get DEFAULTS; each other env lists what differs, and why (measurements in
-# docs/ppo_puffer_async.md). `--env-id X --help` shows the result for X.
+# Per-env defaults: Gymnasium ids get DEFAULTS (chosen on four classic-control tasks: docs/classic_control.md); each
+# other env lists what differs, and why (docs/ppo_puffer_async.md). `--env-id X --help` shows the result for X.
 # fmt: off
 DEFAULTS = dict(total_timesteps=100_000, num_envs=8, async_factor=1, backend="Serial", num_workers=1, horizon=64,
-                num_minibatches=4, update_epochs=4, learning_rate=2.5e-3, gamma=0.99, gae_lambda=0.95, clip_coef=0.2,
-                vf_clip_coef=10.0, vf_coef=0.1, ent_coef=0.0, prio_alpha=0.0, hidden_size=64, reward_scale=1.0,
-                norm_obs=False, norm_reward=False, eval_actions="greedy")
+                num_minibatches=4, update_epochs=4, learning_rate=1e-3, gamma=0.99, gae_lambda=0.95, clip_coef=0.2,
+                vf_clip_coef=10.0, vf_coef=0.5, ent_coef=0.01, prio_alpha=0.0, hidden_size=64, reward_scale=1.0,
+                norm_obs=False, norm_reward=True, eval_actions="greedy")
 ENV_DEFAULTS = {
     # The network, not the env, is the cost: envs step in this process. ppo_tetris.py's batch and loss
     # settings with a 128-wide encoder (1.8x the steps per minute of 256, nearly as much learned per step).
     "tetris": dict(total_timesteps=60_000_000, num_envs=512, num_minibatches=8, update_epochs=2, learning_rate=1e-3,
-                   vf_clip_coef=0.2, vf_coef=0.5, ent_coef=0.03, hidden_size=128, eval_actions="sampled"),
+                   vf_clip_coef=0.2, vf_coef=0.5, ent_coef=0.03, hidden_size=128, norm_reward=False,
+                   eval_actions="sampled"),
     # mpe-spread and any PettingZoo env: the env is the cost (~70 us a step for MPE), so 2 sleeping workers step one
     # group each while the policy runs on the other. pufferl.py's MPE settings, with a larger entropy bonus.
     "pettingzoo": dict(total_timesteps=7_500_000, num_envs=128, async_factor=2, backend="Multiprocessing",
                        num_workers=2, num_minibatches=8, update_epochs=1, learning_rate=1e-3, gamma=0.977,
                        gae_lambda=0.916, clip_coef=0.1, vf_clip_coef=0.1, vf_coef=0.44, ent_coef=0.01,
-                       hidden_size=128, eval_actions="sampled"),
+                       hidden_size=128, norm_reward=False, eval_actions="sampled"),
     # Memory envs, for --lstm. cartpole-novel: rows of 25 (evaluations on whole 10k steps), 10 epochs of one
     # minibatch, rewards x 0.1 (the LSTM's output is bounded: its value head could not reach CartPole's returns).
     "cartpole-novel": dict(horizon=25, num_minibatches=1, update_epochs=10, learning_rate=5e-4, gamma=0.98,
-                           vf_coef=0.5, reward_scale=0.1),
+                           vf_coef=0.5, ent_coef=0.0, reward_scale=0.1, norm_reward=False),
     "repeat-previous-easy": dict(total_timesteps=1_000_000, num_envs=32, horizon=32, learning_rate=1e-3,
-                                 vf_coef=0.5, ent_coef=0.01),
+                                 vf_coef=0.5, ent_coef=0.01, norm_reward=False),
 }
 # fmt: on
 

@@ -116,6 +116,8 @@ def run(learner, env_id, seed, opts, settings, core):
     result_file = folder / "result.json"
     if result_file.exists():
         return json.loads(result_file.read_text())
+    if opts.report_only:
+        return None
     folder.mkdir(parents=True, exist_ok=True)
     start = time.time()
     if learner == "ours":
@@ -145,6 +147,7 @@ def main():
     parser.add_argument("--cores", type=int, nargs="+", default=[0, 1], help="one run at a time on each core")
     parser.add_argument("--out", default="bench_results/a2c_continuous")
     parser.add_argument("--plot", help="also draw the learning curves into this PNG")
+    parser.add_argument("--report-only", action="store_true", help="table and plot from the results kept, run nothing")
     parser.add_argument("--sb3-worker", nargs=4, help=argparse.SUPPRESS)
     opts = parser.parse_args()
     if opts.sb3_worker:
@@ -164,6 +167,9 @@ def main():
     results = {}
     with ThreadPoolExecutor(len(opts.cores)) as pool:
         for job, result in pool.map(work, jobs):
+            if result is None:
+                print(f"  {job[0]:<5} {job[1]:<15} seed {job[2]}: not run", flush=True)
+                continue
             results[job] = result
             print(f"  {job[0]:<5} {job[1]:<15} seed {job[2]}: final {result['final']:9.1f}, SPS {result['sps']:7,.0f}, "
                   f"{result['wall']:5.0f} s", flush=True)  # fmt: skip
@@ -173,7 +179,9 @@ def main():
     print("|---|---|---|---|---|---|")
     for env_id in opts.envs:
         for learner in opts.learners:
-            rows = [results[(learner, env_id, seed)] for seed in opts.seeds]
+            rows = [results[(learner, env_id, seed)] for seed in opts.seeds if (learner, env_id, seed) in results]
+            if not rows:
+                continue
             finals = [r["final"] for r in rows]
             zoo = "{:.1f} +/- {:.1f}".format(*RL_ZOO[env_id]) if env_id in RL_ZOO else "-"
             print(f"| {env_id} | {learner} | {' / '.join(f'{f:.1f}' for f in finals)} | {np.mean(finals):.1f} +/- "
@@ -191,7 +199,7 @@ def plot(results, opts):
     fig, axes = plt.subplots(1, len(opts.envs), figsize=(5 * len(opts.envs), 3.6), squeeze=False)
     for ax, env_id in zip(axes[0], opts.envs):
         for learner, color in zip(opts.learners, ("tab:blue", "tab:orange")):
-            for i, seed in enumerate(opts.seeds):
+            for i, seed in enumerate(s for s in opts.seeds if (learner, env_id, s) in results):
                 steps, values = zip(*results[(learner, env_id, seed)]["curve"])
                 label = {"ours": "a2c_cartpole.py", "sb3": "SB3 A2C (RL Zoo)"}[learner] if i == 0 else None
                 ax.plot(steps, values, color=color, alpha=0.8, label=label)

@@ -507,6 +507,17 @@ def test_dict_observations_and_multidiscrete_actions_learn_as_plain_cartpole(tmp
     assert result["eval_history"][-1][1] >= 475, result["eval_history"]
 
 
+def test_pendulum_beats_the_random_policy(tmp_path, monkeypatch):
+    """Box actions learn: Pendulum-v1 with the continuous defaults but --learning-rate 2e-3 (a 300k-step run
+    anneals the rate 3x faster than the default 1M) ends 300+ above a uniform-random policy (-1201 over 50
+    episodes). Measured, seeds 1 / 2 / 3: -733 / -677 / -330 (10 deterministic episodes); at 1M steps with the
+    defaults -154 / -165 / -154."""
+    monkeypatch.chdir(tmp_path)
+    args = a2c.Args(env_id="Pendulum-v1", seed=1, total_timesteps=300_000, learning_rate=2e-3, checkpoint_freq=0)
+    result = a2c.train(args)
+    assert result["eval_history"][-1][1] >= -1201 + 300, result["eval_history"]
+
+
 def test_discrete_observations_are_one_hot():
     envs = make_gym_vector_env("FrozenLake-v1", 2)
     obs, _ = envs.reset(seed=0)

@@ -515,12 +515,21 @@ def test_total_rounded_down_is_said_once(tmp_path, monkeypatch, capsys):
 
 def test_cartpole_learns_quickly(tmp_path, monkeypatch):
     """CartPole-v1 with the Gymnasium defaults (8 envs x 64 steps): greedy eval of 10 episodes reaches 475
-    after 80k steps. Measured (2026-11-23): seeds 1-5 all at 500.0, 9-12 s of training each; at 60k steps
-    444-500."""
+    after 80k steps (the benchmark's 500k-step runs evaluate 500 from 25k on, seeds 1-3)."""
     monkeypatch.chdir(tmp_path)
     result = train(Args(env_id="CartPole-v1", total_timesteps=80_000, checkpoint_freq=0, seed=1))
     stats = evaluate(result["policy"], result["args"], 10, seed=123, device=CPU)
     assert stats["return"].mean() >= 475, stats["return"]
+
+
+def test_gymnasium_defaults_learn_acrobot(tmp_path, monkeypatch):
+    """The Gymnasium defaults are not CartPole's alone: Acrobot-v1 (-500 until the first swing-up is found; the
+    old CartPole-tuned defaults stayed there on 2 seeds of 3) is better than -150 (10 greedy episodes) after 100k
+    steps. In the benchmark's 500k-step runs every seed evaluates better than -100 from 50k steps on."""
+    monkeypatch.chdir(tmp_path)
+    result = train(Args(env_id="Acrobot-v1", total_timesteps=100_000, checkpoint_freq=0, seed=1))
+    stats = evaluate(result["policy"], result["args"], 10, seed=123, device=CPU)
+    assert stats["return"].mean() >= -150, stats["return"]
 
 
 # ----- command line, faults -----
