@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+from bench_classic_control import script_flags  # --set NAME=VALUE as the script's flags
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL_EVERY = 100_000
@@ -77,21 +78,6 @@ def sb3_run(env_id: str, seed: int, total: int, out: str) -> None:
     sps = total / (time.perf_counter() - start - callback.eval_time)
     final = evaluate(20)
     Path(out).write_text(json.dumps({"final": final, "curve": callback.curve + [(total, final)], "sps": sps}))
-
-
-def script_flags(script: str, settings) -> list:
-    """--set NAME=VALUE pairs as the script's command line: a plain bool is --name or --no-name (tyro's form)."""
-    sys.path.insert(0, str(ROOT))
-    fields = __import__(script).Args.__dataclass_fields__
-    flags = []
-    for name, value in settings:
-        if name not in fields:
-            raise SystemExit(f"--set {name}={value}: {script}.py has no flag --{name.replace('_', '-')}")
-        if fields[name].type is bool:
-            flags.append(f"--{'' if value == 'True' else 'no-'}{name.replace('_', '-')}")
-        else:
-            flags += [f"--{name.replace('_', '-')}", value]
-    return flags
 
 
 def ours_run(env_id, seed, total, settings, folder, core):
