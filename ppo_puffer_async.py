@@ -619,7 +619,7 @@ def train(args: Args) -> dict:
         optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5)
         describe = f"{args.env_id}, {num_agents} agents, {args.async_factor} group(s), {segments} rows x {args.horizon}"
         stats = EpisodeStats(num_agents, vecenv.autoreset, args.gamma if args.norm_reward else None)
-        extra = dict(obs_dim=obs_dim, num_actions=num_actions, obs_rms=obs_rms, return_rms=stats.return_rms)
+        extra = dict(obs_dim=obs_dim, num_actions=num_actions, obs_rms=obs_rms, return_rms=stats.reward_scaler)
         run.begin(args, policy, optimizer, args.batch_size, describe, extra)
         experience = Experience(segments, args.horizon, num_agents, obs_dim, device, state_size)
         vecenv.async_reset(run.seed + 1_000_000 * (run.start_update - 1))  # a resumed run plays fresh episodes
@@ -627,7 +627,7 @@ def train(args: Args) -> dict:
         coefs = (args.clip_coef, args.vf_clip_coef, args.vf_coef, args.ent_coef)
         for update in run.updates():
             optimizer.param_groups[0]["lr"] = lr = run.annealed_lr() if args.anneal_lr else args.learning_rate
-            scale = args.reward_scale / stats.return_std() if args.norm_reward else args.reward_scale  # for this update
+            scale = args.reward_scale / stats.reward_scaler.std() if args.norm_reward else args.reward_scale
             infos = rollout(vecenv, policy, experience, stats, args.gamma, scale, args.reward_clamp, device, timers)
 
             start = time.perf_counter()

@@ -18,7 +18,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from common import vector
-from common.normalize import RunningMeanStd, normalize_obs
+from common.normalize import RewardScaler, RunningMeanStd, normalize_obs
 from common.tetris import Tetris
 
 
@@ -228,14 +228,13 @@ class EpisodeStats:
     after an end IS the last one, the action on it is ignored, and the next recv brings the reset observation
     with reward 0, which is no transition and is not counted.
 
-    With `gamma`, it also keeps each agent's running discounted return and the running variance of those returns
-    over all agents and steps (`return_rms`): `return_std()` is what SB3's VecNormalize divides rewards by.
+    With `gamma`, it also keeps each agent's running discounted return (`reward_scaler`, common/normalize.py):
+    `reward_scaler.std()` is what SB3's VecNormalize divides rewards by.
     """
 
     def __init__(self, num_agents: int, autoreset: str, gamma=None):
-        self.next_step_reset, self.gamma = autoreset == "next_step", gamma
-        self.discounted = np.zeros(num_agents)
-        self.return_rms = RunningMeanStd() if gamma is not None else None
+        self.next_step_reset = autoreset == "next_step"
+        self.reward_scaler = RewardScaler(num_agents, gamma) if gamma is not None else None
         self.ep_return = np.zeros(num_agents)
         self.ep_length = np.zeros(num_agents, dtype=np.int64)
         self.acting = np.zeros(num_agents, dtype=bool)  # the last action sent was a real step
@@ -249,13 +248,12 @@ class EpisodeStats:
         acted = agents[acting]
         self.ep_return[acted] += rewards[acting]
         self.ep_length[acted] += 1
-        if self.return_rms is not None and len(acted):
-            self.discounted[acted] = self.discounted[acted] * self.gamma + rewards[acting]
-            self.return_rms.update(self.discounted[acted])
+        if self.reward_scaler is not None and len(acted):
+            self.reward_scaler.track(acted, rewards[acting], dones[acting])
         ended = acted[dones[acting]]
         self.returns.extend(self.ep_return[ended])
         self.lengths.extend(self.ep_length[ended])
-        self.ep_return[ended], self.ep_length[ended], self.discounted[ended] = 0.0, 0, 0.0
+        self.ep_return[ended], self.ep_length[ended] = 0.0, 0
         starting = self.ended[agents] if self.next_step_reset else dones
         self.ended[agents] = dones
         # The observation that ends an emulated episode is its last, not a state to act in. Absent agents
@@ -266,9 +264,6 @@ class EpisodeStats:
     def pop(self):
         returns, lengths, self.returns, self.lengths = self.returns, self.lengths, [], []
         return returns, lengths
-
-    def return_std(self) -> float:
-        return float(np.sqrt(self.return_rms.var + 1e-8))
 
 
 def _gymnasium_env(make_env, buf=None, seed=0):

@@ -59,10 +59,17 @@ class RewardScaler:
         self.returns, self.gamma, self.rms = np.zeros(num_envs), gamma, RunningMeanStd()
 
     def __call__(self, rewards: np.ndarray, dones: np.ndarray) -> np.ndarray:
-        self.returns = self.returns * self.gamma + rewards
-        self.rms.update(self.returns)
-        self.returns[dones] = 0.0
-        return np.clip(rewards / np.sqrt(self.rms.var + 1e-8), -10.0, 10.0)
+        self.track(slice(None), rewards, dones)
+        return np.clip(rewards / self.std(), -10.0, 10.0)
+
+    def track(self, index, rewards: np.ndarray, dones: np.ndarray) -> None:
+        """Adds one step's rewards to the running returns of envs `index` (and those returns to the statistics)."""
+        self.returns[index] = self.returns[index] * self.gamma + rewards
+        self.rms.update(self.returns[index])
+        self.returns[index] *= 1.0 - dones  # an episode that ended starts its return from scratch
+
+    def std(self) -> float:
+        return float(np.sqrt(self.rms.var + 1e-8))
 
     def state_dict(self) -> dict:
         return self.rms.state_dict()

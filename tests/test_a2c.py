@@ -346,7 +346,7 @@ def run_script(*argv, cwd):
 @pytest.mark.parametrize(
     "argv, words",
     [
-        (["--env-id", "ALE/Pong-v5"], ["--env-id"]),
+        (["--env-id", "NoSuchEnv-v0"], ["--env-id", "not a registered Gymnasium env"]),
         (["--num-envs", "0"], ["--num-envs"]),
         (["--mini-batches", "3"], ["--mini-batches"]),
         (["--eval-checkpoint", "does_not_exist.pt"], ["--eval-checkpoint", "not found"]),
