@@ -73,6 +73,8 @@ class Args(RunArgs):
     """the value-loss coefficient (varies by env)"""
     ent_coef: Optional[float] = None
     """the entropy-bonus coefficient (varies by env)"""
+    anneal_ent: Optional[bool] = None
+    """linearly anneal the entropy coefficient to 0 at the last update (varies by env)"""
     max_grad_norm: float = 0.5
     """the maximum global gradient norm (clipping)"""
     target_kl: Optional[float] = None
@@ -91,6 +93,9 @@ class Args(RunArgs):
     """clamp rewards to [-x, x] for learning (PufferLib always clamps to 1; we never do unless asked)"""
     hidden_size: Optional[int] = None
     """width of the two hidden layers of the encoder (varies by env)"""
+    activation: Optional[Literal["tanh", "relu"]] = None
+    """the encoder's nonlinearity (varies by env)"""
+    BEFORE_FLAG = dict(activation="relu")  # what checkpoints saved before --activation existed were trained with
     lstm: bool = False
     """an LSTM between the encoder and the heads (for the memory envs: cartpole-novel, repeat-previous-easy)"""
     lstm_hidden_size: int = 64
@@ -111,37 +116,39 @@ class Args(RunArgs):
     """board redraws per second with --render"""
 
 
-# Per-env defaults: Gymnasium ids get DEFAULTS (chosen on four classic-control tasks: docs/classic_control.md); each
-# other env lists what differs, and why (docs/ppo_puffer_async.md). `--env-id X --help` shows the result for X.
+# Per-env defaults: DEFAULTS, then what each env changes and why. `--env-id X --help` shows the result for X.
 # fmt: off
 DEFAULTS = dict(total_timesteps=100_000, num_envs=8, async_factor=1, backend="Serial", num_workers=1, horizon=64,
                 num_minibatches=4, update_epochs=4, learning_rate=1e-3, gamma=0.99, gae_lambda=0.95, clip_coef=0.2,
-                vf_clip_coef=10.0, vf_coef=0.5, ent_coef=0.01, prio_alpha=0.0, hidden_size=64, reward_scale=1.0,
-                norm_obs=False, norm_reward=True, eval_actions="greedy")
+                vf_clip_coef=10.0, vf_coef=0.5, ent_coef=0.01, anneal_ent=False, prio_alpha=0.0, hidden_size=64,
+                activation="relu", reward_scale=1.0, norm_obs=False, norm_reward=False, eval_actions="greedy")
 ENV_DEFAULTS = {
-    # The network, not the env, is the cost: envs step in this process. ppo_tetris.py's batch and loss
-    # settings with a 128-wide encoder (1.8x the steps per minute of 256, nearly as much learned per step).
-    "tetris": dict(total_timesteps=60_000_000, num_envs=512, num_minibatches=8, update_epochs=2, learning_rate=1e-3,
-                   vf_clip_coef=0.2, vf_coef=0.5, ent_coef=0.03, hidden_size=128, norm_reward=False,
-                   eval_actions="sampled"),
+    # Any Gymnasium id (one set for CartPole, Acrobot, MountainCar, LunarLander; docs/classic_control.md): tanh encoder
+    # over normalized observations, lambda 1, rewards x 0.1, no entropy bonus. With ReLU, MountainCar stays at -200.
+    "gymnasium": dict(activation="tanh", gae_lambda=1.0, reward_scale=0.1, norm_obs=True, ent_coef=0.0),
+    # The network, not the env, is the cost: envs step in this process. ppo_tetris.py's batch and loss settings with
+    # a 128-wide encoder (1.8x the steps per minute of 256, nearly as much learned per step) and an entropy bonus
+    # annealed from 0.1 to 0 (more rotations early; +0.5 return and +0.3 lines per game over a constant 0.03).
+    "tetris": dict(total_timesteps=60_000_000, num_envs=512, num_minibatches=8, update_epochs=2, vf_clip_coef=0.2,
+                   ent_coef=0.1, anneal_ent=True, hidden_size=128, eval_actions="sampled"),
     # mpe-spread and any PettingZoo env: the env is the cost (~70 us a step for MPE), so 2 sleeping workers step one
     # group each while the policy runs on the other. pufferl.py's MPE settings, with a larger entropy bonus.
     "pettingzoo": dict(total_timesteps=7_500_000, num_envs=128, async_factor=2, backend="Multiprocessing",
                        num_workers=2, num_minibatches=8, update_epochs=1, learning_rate=1e-3, gamma=0.977,
                        gae_lambda=0.916, clip_coef=0.1, vf_clip_coef=0.1, vf_coef=0.44, ent_coef=0.01,
-                       hidden_size=128, norm_reward=False, eval_actions="sampled"),
+                       hidden_size=128, eval_actions="sampled"),
     # Memory envs, for --lstm. cartpole-novel: rows of 25 (evaluations on whole 10k steps), 10 epochs of one
     # minibatch, rewards x 0.1 (the LSTM's output is bounded: its value head could not reach CartPole's returns).
     "cartpole-novel": dict(horizon=25, num_minibatches=1, update_epochs=10, learning_rate=5e-4, gamma=0.98,
-                           vf_coef=0.5, ent_coef=0.0, reward_scale=0.1, norm_reward=False),
-    "repeat-previous-easy": dict(total_timesteps=1_000_000, num_envs=32, horizon=32, learning_rate=1e-3,
-                                 vf_coef=0.5, ent_coef=0.01, norm_reward=False),
+                           vf_coef=0.5, ent_coef=0.0, reward_scale=0.1),
+    "repeat-previous-easy": dict(total_timesteps=1_000_000, num_envs=32, horizon=32),
 }
 # fmt: on
 
 
 def env_defaults(env_id: str) -> dict:
-    return {**DEFAULTS, **ENV_DEFAULTS.get("pettingzoo" if is_pettingzoo(env_id) else env_id, {})}
+    kind = "pettingzoo" if is_pettingzoo(env_id) else env_id if env_id in ENV_DEFAULTS else "gymnasium"
+    return {**DEFAULTS, **ENV_DEFAULTS[kind]}
 
 
 def with_env_defaults(args: Args) -> Args:
@@ -200,13 +207,11 @@ class Policy(nn.Module):
     a batch of agents (one observation each, with their recurrent state); `unroll` replays rows from each row's
     stored initial state, reset where the rollout reset it, so the update sees exactly what the rollout saw."""
 
-    def __init__(self, obs_dim: int, num_actions: int, hidden_size: int, lstm_hidden_size: int = 0):
+    def __init__(self, obs_dim: int, num_actions: int, hidden_size: int, lstm_hidden_size: int = 0, activation="relu"):
         super().__init__()
+        act = nn.Tanh if activation == "tanh" else nn.ReLU
         self.encoder = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, hidden_size)),
-            nn.ReLU(),
-            layer_init(nn.Linear(hidden_size, hidden_size)),
-            nn.ReLU(),
+            layer_init(nn.Linear(obs_dim, hidden_size)), act(), layer_init(nn.Linear(hidden_size, hidden_size)), act()
         )
         # nn.LSTM, not a loop of LSTMCells: a whole stretch of a row is one fused call (cartpole-novel trains
         # ~1.7x faster for it); `step` runs it on sequences of length 1.
@@ -272,14 +277,14 @@ def logprob_and_entropy(logits: torch.Tensor, actions: torch.Tensor):
 
 
 class Experience:
-    """The (segments, horizon) buffer and the per-agent bookkeeping that fills it. Each agent owns a current row
-    and a position in it. A step's observation, action, logprob and value are
-    stored when the policy acts; its reward and end flags when the agent's next observation arrives. A full
-    row is handed over and the agent takes the next free row; once none is free the agent plays on without
-    storing, and the rollout ends when every row is full. `next_row[s]` links a row to the same agent's next
-    row (-1: the rollout ended first) and `next_value[s]` is V of the observation after the row's last step,
-    so no step lacks its bootstrap. With an LSTM (`state_size` > 0) it also keeps each agent's current (h, c),
-    each row's initial (h, c), and `starts[s, t]`: the rollout reset the state before step t."""
+    """The (segments, horizon) buffer and the per-agent bookkeeping that fills it. Each agent owns a current row and
+    a position in it. A step's observation, action, logprob and value are stored when the policy acts; its reward
+    and end flags when the agent's next observation arrives. A full row is handed over and the agent takes the next
+    free row; once none is free the agent plays on without storing, and the rollout ends when every row is full.
+    `next_row[s]` links a row to the same agent's next row (-1: the rollout ended first) and `next_value[s]` is V of
+    the observation after the row's last step, so no step lacks its bootstrap. With an LSTM (`state_size` > 0) it
+    also keeps each agent's current (h, c), each row's initial (h, c), and `starts[s, t]`: the rollout reset the
+    state before step t."""
 
     def __init__(self, segments: int, horizon: int, num_agents: int, obs_dim: int, device, state_size: int = 0):
         self.segments, self.horizon, self.num_agents = segments, horizon, num_agents
@@ -482,11 +487,10 @@ def prio_beta(beta0: float, update: int, num_updates: int) -> float:
 
 
 def sample_minibatches(advantages, masks, num_minibatches: int, alpha: float, beta: float):
-    """A list of (rows, weights) minibatches of whole rows. alpha == 0: a random permutation split into
-    minibatches, every row once, weights None. alpha > 0: rows drawn WITH replacement with
-    P(s) ~ (sum_t |A[s, t]|) ** alpha, so the frequencies are exactly those probabilities and the importance
-    weights (N * P(s)) ** -beta undo the bias exactly at beta = 1; they are divided by the minibatch's
-    largest so they only ever shrink a step (as in prioritized replay)."""
+    """A list of (rows, weights) minibatches of whole rows. alpha == 0: a random permutation split into minibatches,
+    every row once, weights None. alpha > 0: rows drawn WITH replacement with P(s) ~ (sum_t |A[s, t]|) ** alpha, so the
+    frequencies are exactly those probabilities and the importance weights (N * P(s)) ** -beta undo the bias exactly at
+    beta = 1; they are divided by the minibatch's largest so they only ever shrink a step (as in prioritized replay)."""
     segments = advantages.shape[0]
     rows_per_minibatch = segments // num_minibatches
     if alpha == 0:
@@ -579,7 +583,8 @@ def evaluate_checkpoint(args: Args) -> dict:
     if args.render and args.env_id != "tetris":
         raise ValueError(f"--render draws Tetris games; {args.eval_checkpoint} is a {args.env_id} run: drop --render")
     args = with_env_defaults(args)
-    policy = Policy(ckpt["obs_dim"], ckpt["num_actions"], args.hidden_size, args.lstm_hidden_size if args.lstm else 0)
+    state_size = args.lstm_hidden_size if args.lstm else 0
+    policy = Policy(ckpt["obs_dim"], ckpt["num_actions"], args.hidden_size, state_size, args.activation)
     load_weights(policy.to(device), ckpt, "--eval-checkpoint", args.eval_checkpoint)
     if args.render:
         state = policy.initial_state(1, device)
@@ -606,8 +611,7 @@ def train(args: Args) -> dict:
         env = dict(env_kwargs=args.env_kwargs, max_ticks=args.max_ticks, log_interval=args.horizon)
         vec = dict(backend=args.backend, num_workers=args.num_workers, async_factor=args.async_factor)
         vecenv = run.closing(make_puffer_vecenv(args.env_id, args.num_envs, run.seed, **env, **vec))
-        if args.norm_obs:  # running mean/std of the observations, frozen for evaluation (common/envs.py)
-            vecenv = NormalizedObservations(vecenv)
+        vecenv = NormalizedObservations(vecenv) if args.norm_obs else vecenv  # running mean/std, frozen for evaluation
         obs_rms = vecenv.obs_rms if args.norm_obs else None
         num_agents = vecenv.num_agents
         validate_args(args, num_agents)
@@ -615,7 +619,7 @@ def train(args: Args) -> dict:
         segments = args.batch_size // args.horizon
         obs_dim, num_actions = vecenv.single_observation_space.shape[0], int(vecenv.single_action_space.n)
         state_size = args.lstm_hidden_size if args.lstm else 0
-        policy = Policy(obs_dim, num_actions, args.hidden_size, state_size).to(device)
+        policy = Policy(obs_dim, num_actions, args.hidden_size, state_size, args.activation).to(device)
         optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5)
         describe = f"{args.env_id}, {num_agents} agents, {args.async_factor} group(s), {segments} rows x {args.horizon}"
         stats = EpisodeStats(num_agents, vecenv.autoreset, args.gamma if args.norm_reward else None)
@@ -624,8 +628,11 @@ def train(args: Args) -> dict:
         experience = Experience(segments, args.horizon, num_agents, obs_dim, device, state_size)
         vecenv.async_reset(run.seed + 1_000_000 * (run.start_update - 1))  # a resumed run plays fresh episodes
         timers, episode_means, tetris = dict(env=0.0, inference=0.0, learn=0.0), {}, {}
-        coefs = (args.clip_coef, args.vf_clip_coef, args.vf_coef, args.ent_coef)
         for update in run.updates():
+            ent_coef = args.ent_coef
+            if args.anneal_ent:  # from --ent-coef at the first update to 0 at the last
+                ent_coef -= args.ent_coef * (update - 1) / max(run.num_updates - 1, 1)
+            coefs = (args.clip_coef, args.vf_clip_coef, args.vf_coef, ent_coef)
             optimizer.param_groups[0]["lr"] = lr = run.annealed_lr() if args.anneal_lr else args.learning_rate
             scale = args.reward_scale / stats.reward_scaler.std() if args.norm_reward else args.reward_scale
             infos = rollout(vecenv, policy, experience, stats, args.gamma, scale, args.reward_clamp, device, timers)
@@ -642,16 +649,11 @@ def train(args: Args) -> dict:
             for epoch in range(args.update_epochs):
                 for rows, weights in sample_minibatches(advantages, masks, args.num_minibatches, args.prio_alpha, beta):
                     state, starts = take(experience.initial_state, rows), take(experience.starts, rows)
-                    logits, new_values = policy.unroll(
-                        experience.obs[rows], state, starts, args.burn_in, args.tbptt or 0
-                    )
+                    obs = experience.obs[rows]
+                    logits, new_values = policy.unroll(obs, state, starts, args.burn_in, args.tbptt or 0)
                     new_logprobs, entropy = logprob_and_entropy(logits, experience.actions[rows])
-                    mb = dict(
-                        logprobs=experience.logprobs[rows],
-                        values=values[rows],
-                        returns=returns[rows],
-                        masks=masks[rows],
-                    )
+                    mb = dict(logprobs=experience.logprobs[rows], values=values[rows], returns=returns[rows])
+                    mb["masks"] = masks[rows]
                     if args.burn_in:  # burn-in steps only warm the state up
                         mb["masks"][:, : args.burn_in] = 0.0
                     mb["advantages"] = normalize_advantages(advantages[rows], mb["masks"])
@@ -671,17 +673,15 @@ def train(args: Args) -> dict:
             y, v = returns[experience.masks], experience.values[experience.masks]
             explained_var = float("nan") if y.var() == 0 else (1 - (y - v).var() / y.var()).item()
             scalars = {f"losses/{key}": value.item() for key, value in losses.items()}
-            scalars.update(
-                {"losses/explained_variance": explained_var, "charts/learning_rate": lr, "charts/prio_beta": beta}
-            )
+            scalars.update({"losses/explained_variance": explained_var, "charts/learning_rate": lr})
+            scalars.update({"charts/prio_beta": beta, "charts/ent_coef": ent_coef})
             scalars.update({f"perf/{key}_time_frac": value / sum(timers.values()) for key, value in timers.items()})
             if vecenv.agents_per_env > 1:
                 scalars["charts/agent_steps"] = run.global_step
                 scalars["charts/env_steps"] = run.global_step / vecenv.agents_per_env
             if returns_:
                 episode_means = {"return": float(np.mean(returns_)), "length": float(np.mean(lengths))}
-                scalars["charts/episodic_return"] = episode_means["return"]
-                scalars["charts/episodic_length"] = episode_means["length"]
+                scalars.update({f"charts/episodic_{key}": value for key, value in episode_means.items()})
             if infos:  # Tetris's own stats
                 tetris = merge_infos(infos)
                 scalars.update({f"tetris/{key}": value for key, value in tetris.items()})
@@ -689,7 +689,7 @@ def train(args: Args) -> dict:
                 run.evaluate(evaluate, policy, args, args.eval_episodes, args.seed + 10_000 + update, device, obs_rms)
             ret, length = episode_means.get("return"), episode_means.get("length")
             run.log(scalars, ret=ret, len=length, lines=tetris.get("lines_deleted"))
-    return run.summary(policy=policy, args=args, episode_stats=episode_means, tetris_stats=tetris, timers=timers)
+    return run.summary(policy=policy, args=args, obs_rms=obs_rms, episode_stats=episode_means, tetris_stats=tetris)
 
 
 def main(argv=None) -> None:

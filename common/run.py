@@ -131,9 +131,10 @@ def check_run_flags(args) -> None:
 
 
 def saved_args(Args, ckpt: dict, flag: str, path: str):
-    """The flags a checkpoint was saved with, as this script's Args."""
+    """The flags a checkpoint was saved with, as this script's Args. A flag newer than the checkpoint takes
+    the value its runs had before the flag existed (`Args.BEFORE_FLAG`), not today's default."""
     try:
-        return Args(**ckpt["args"])
+        return Args(**{**getattr(Args, "BEFORE_FLAG", {}), **ckpt["args"]})
     except TypeError as e:  # a flag this version of the script no longer has
         raise ValueError(
             f"{flag}: {path} was saved by a different version of this script ({e}); train a new run"

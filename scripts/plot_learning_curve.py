@@ -3,6 +3,7 @@ environment steps and against wall-clock minutes (from the events' own timestamp
 
     python scripts/plot_learning_curve.py runs/<run> --out docs/ppo_tetris_curve.png
     python scripts/plot_learning_curve.py runs/<run> --print     # also print a table every ~10%
+    python scripts/plot_learning_curve.py runs/<a> runs/<b> --labels "old" "new" --out cmp.png   # runs side by side
 """
 
 import argparse
@@ -44,38 +45,52 @@ def smooth(values: np.ndarray, window: int) -> np.ndarray:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run_dir", help="a runs/<run> directory holding TensorBoard events")
+    parser.add_argument("run_dirs", nargs="+", help="runs/<run> directories holding TensorBoard events")
+    parser.add_argument("--labels", nargs="+", help="one legend label per run (default: the run names)")
+    parser.add_argument("--title", help="the picture's title (default: the run's name)")
     parser.add_argument("--out", default="docs/ppo_tetris_curve.png", help="the PNG to write")
     parser.add_argument("--smooth", type=int, default=10, help="moving-average window, in logged points")
     parser.add_argument("--print", action="store_true", help="print step, minute and values every ~10%%")
     args = parser.parse_args()
-    if not os.path.isdir(args.run_dir):
-        raise SystemExit(f"error: run_dir {args.run_dir} is not a directory")
-    series = read_scalars(args.run_dir, [tag for tag, _ in CURVES])
+    for run_dir in args.run_dirs:
+        if not os.path.isdir(run_dir):
+            raise SystemExit(f"error: run_dir {run_dir} is not a directory")
+    names = [os.path.basename(os.path.normpath(run_dir)) for run_dir in args.run_dirs]
+    labels = args.labels or names
+    if len(labels) != len(args.run_dirs):
+        raise SystemExit(f"error: --labels gives {len(labels)} labels for {len(args.run_dirs)} runs; give one per run")
+    runs = [read_scalars(run_dir, [tag for tag, _ in CURVES]) for run_dir in args.run_dirs]
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), constrained_layout=True)
-    for row, (tag, label) in enumerate(CURVES):
-        steps, minutes, values = series[tag]
-        x_axes = [(steps / 1e6, "environment steps (millions)"), (minutes, "wall-clock minutes")]
-        for col, (x, xlabel) in enumerate(x_axes):
-            ax = axes[row, col]
-            ax.plot(x, values, color="tab:blue", alpha=0.25, linewidth=0.8)
-            ax.plot(x, smooth(values, args.smooth), color="tab:blue", linewidth=1.8)
-            ax.set_xlabel(xlabel)
-            ax.set_ylabel(label)
-            ax.grid(alpha=0.3)
+    for i, (series, run_label) in enumerate(zip(runs, labels)):
+        color = f"C{i}"
+        for row, (tag, label) in enumerate(CURVES):
+            steps, minutes, values = series[tag]
+            x_axes = [(steps / 1e6, "environment steps (millions)"), (minutes, "wall-clock minutes")]
+            for col, (x, xlabel) in enumerate(x_axes):
+                ax = axes[row, col]
+                ax.plot(x, values, color=color, alpha=0.2, linewidth=0.8)
+                ax.plot(x, smooth(values, args.smooth), color=color, linewidth=1.8, label=run_label if row else None)
+                ax.set_xlabel(xlabel)
+                ax.set_ylabel(label)
+                ax.grid(alpha=0.3)
+    if len(runs) > 1:
+        axes[1, 0].legend(loc="upper left")
     for ax in axes[0]:  # reference levels: a random agent and the walkthrough's trained agent
         ax.axhline(
             6.6, color="tab:red", linestyle="--", linewidth=1, label="CleanRL-style PPO walkthrough's agent (6.6)"
         )
         ax.axhline(1.81, color="gray", linestyle=":", linewidth=1, label="random agent (1.81)")
         ax.legend(loc="upper left")
-    fig.suptitle(f"PPO on Tetris: {os.path.basename(os.path.normpath(args.run_dir))}")
+    fig.suptitle(args.title or f"PPO on Tetris: {names[0]}")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     fig.savefig(args.out, dpi=110)
     print(f"wrote {args.out}")
 
-    if args.print:
+    if not args.print:
+        return
+    for series, run_label in zip(runs, labels):
+        print(run_label)
         steps, minutes, returns = series[CURVES[0][0]]
         lines = dict(zip(*series[CURVES[1][0]][::2]))
         for i in np.unique(np.linspace(0, len(steps) - 1, 11).astype(int)):
