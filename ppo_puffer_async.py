@@ -95,7 +95,7 @@ class Args(RunArgs):
     """width of the two hidden layers of the encoder (varies by env)"""
     activation: Optional[Literal["tanh", "relu"]] = None
     """the encoder's nonlinearity (varies by env)"""
-    BEFORE_FLAG = dict(activation="relu")  # what checkpoints saved before --activation existed were trained with
+    BEFORE_FLAG = dict(activation="relu", anneal_ent=False)  # how runs saved before these flags existed trained
     lstm: bool = False
     """an LSTM between the encoder and the heads (for the memory envs: cartpole-novel, repeat-previous-easy)"""
     lstm_hidden_size: int = 64

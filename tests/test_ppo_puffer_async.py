@@ -393,8 +393,8 @@ def test_tetris_smoke_run_writes_events_and_checkpoint(tmp_path, monkeypatch, ba
 
 
 def test_entropy_coefficient_anneals_linearly_to_zero(tmp_path, monkeypatch):
-    """Tetris's default --anneal-ent: --ent-coef at the first update, 0 at the last, linear between;
-    with --no-anneal-ent (the other envs' default) it stays put."""
+    """Tetris's default --anneal-ent True: --ent-coef at the first update, 0 at the last, linear between;
+    with --anneal-ent False (the other envs' default) it stays put."""
     monkeypatch.chdir(tmp_path)
     result = train(Args(total_timesteps=5 * 128, ent_coef=0.2, **TINY_TETRIS))
     assert [round(v, 6) for _, v in scalars(result["run_dir"])["charts/ent_coef"]] == [0.2, 0.15, 0.1, 0.05, 0.0]
@@ -402,16 +402,21 @@ def test_entropy_coefficient_anneals_linearly_to_zero(tmp_path, monkeypatch):
     assert [v for _, v in scalars(result["run_dir"])["charts/ent_coef"]] == pytest.approx([0.1] * 3)
 
 
-def test_checkpoints_saved_before_the_activation_flag_keep_their_relu_encoder():
-    """Gymnasium runs now default to a tanh encoder; a checkpoint whose saved flags predate --activation was
-    trained with ReLU and must be evaluated and resumed with ReLU, not with today's default."""
+def test_checkpoints_saved_before_a_flag_existed_keep_how_they_trained():
+    """Gymnasium runs now default to a tanh encoder and Tetris to an annealed entropy bonus; a checkpoint whose
+    saved flags predate --activation and --anneal-ent was trained with ReLU and a constant bonus, and must be
+    evaluated and resumed that way, not with today's defaults."""
     from common.run import saved_args
 
-    saved = dataclasses.asdict(ppo_puffer_async.with_env_defaults(Args(env_id="CartPole-v1")))
-    assert saved["activation"] == "tanh"
-    assert saved_args(Args, {"args": saved}, "--resume", "new.pt").activation == "tanh"
-    del saved["activation"]
-    assert saved_args(Args, {"args": saved}, "--resume", "old.pt").activation == "relu"
+    for env_id, flag, today, before in [
+        ("CartPole-v1", "activation", "tanh", "relu"),
+        ("tetris", "anneal_ent", True, False),
+    ]:
+        saved = dataclasses.asdict(ppo_puffer_async.with_env_defaults(Args(env_id=env_id)))
+        assert saved[flag] == today
+        assert getattr(saved_args(Args, {"args": saved}, "--resume", "new.pt"), flag) == today
+        del saved[flag]
+        assert getattr(saved_args(Args, {"args": saved}, "--resume", "old.pt"), flag) == before
 
 
 def test_async_workers_give_the_same_run_twice(tmp_path, monkeypatch):
