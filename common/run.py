@@ -53,8 +53,8 @@ class RunArgs:
     """seed of the experiment (torch, numpy, envs; with --eval-checkpoint: of the evaluation episodes)"""
     device: Literal["cpu", "cuda", "auto"] = "cpu"
     """where the network runs (auto: cuda if available); these small networks are fastest on the CPU"""
-    torch_threads: int = 1
-    """torch CPU threads of the learner; on 2 shared cores one is fastest for these small networks"""
+    torch_threads: Optional[int] = None
+    """torch CPU threads per process (None: 1, or the script's default for the env; one per rank under torchrun)"""
     eval_freq: int = 0
     """evaluate every this many updates and after the last one (0: only after the last)"""
     eval_episodes: int = 10
@@ -104,7 +104,7 @@ def check_flags(args, at_least_one="", positive="", positive_or_none="", non_neg
 def check_run_flags(args) -> None:
     """The flags every script shares; one line naming the flag otherwise."""
     problems = [
-        (args.torch_threads < 1, f"--torch-threads must be at least 1 (got {args.torch_threads})"),
+        ((args.torch_threads or 1) < 1, f"--torch-threads must be at least 1 (got {args.torch_threads})"),
         (args.checkpoint_freq < 0, f"--checkpoint-freq must be >= 0 (got {args.checkpoint_freq})"),
         ((args.eval_freq or 0) < 0, f"--eval-freq must be >= 0 (got {args.eval_freq})"),
         (
@@ -156,8 +156,10 @@ class Run:
             saved = saved_args(type(args), self.checkpoint, "--resume", args.resume)
             total = args.total_timesteps if args.total_timesteps is not None else saved.total_timesteps
             args = dataclasses.replace(saved, total_timesteps=total, device=args.device, resume=args.resume)
-        self.args = dataclasses.replace(args, exp_name=args.exp_name or script)
-        torch.set_num_threads(args.torch_threads)
+        # Under torchrun the ranks share the machine's cores: one torch thread each unless --torch-threads says.
+        threads = args.torch_threads or (1 if self.world.size > 1 else None)
+        self.args = dataclasses.replace(args, exp_name=args.exp_name or script, torch_threads=threads)
+        torch.set_num_threads(threads or 1)
         torch.manual_seed(args.seed)  # the same initial weights on every rank (rank 0's are broadcast anyway)
         # Rank r's own seed: its envs play other games than rank 0's.
         self.seed = args.seed + RANK_SEED_OFFSET * self.world.rank
@@ -173,6 +175,7 @@ class Run:
         directory and TensorBoard writer; says what will run. `extra`: what else each checkpoint holds, as
         values or objects with a state_dict() (e.g. observation statistics), read at each save."""
         self.args, self.model, self.optimizer, self.extra = args, model, optimizer, extra or {}
+        torch.set_num_threads(args.torch_threads or 1)  # a script's per-env default is known only now
         world, ckpt, total = self.world, self.checkpoint, args.total_timesteps
         self.update_size = update_size * world.size  # agent steps per update, all ranks together
         if ckpt is not None:
@@ -483,7 +486,7 @@ def open_checkpoint(
     ckpt = load_run_checkpoint(args.eval_checkpoint, script, "--eval-checkpoint", resume=False, required=required)
     saved = saved_args(Args, ckpt, "--eval-checkpoint", args.eval_checkpoint)
     saved = dataclasses.replace(saved, **{key: getattr(args, key) for key in keep if hasattr(args, key)})
-    torch.set_num_threads(saved.torch_threads)
+    torch.set_num_threads(saved.torch_threads or 1)
     torch.manual_seed(saved.seed + 10_000)  # sampled actions: the same evaluation every time
     return ckpt, saved, resolve_device(saved.device)
 

@@ -92,6 +92,7 @@ def train(outdir, name, flags):
             "params": params,
             "first_obs": first[0],
             "optimizer_steps": steps[0],
+            "torch_threads": torch.get_num_threads(),
             "result": {k: v for k, v in result.items() if isinstance(v, (int, float, str, bool, dict))},
         },
         os.path.join(outdir, f"rank{rank}.pt"),

@@ -53,6 +53,15 @@ def test_two_ranks_end_bit_identical_and_play_different_games(tmp_path, script):
     assert stdout.count("done: step") == 1  # rank 0 alone reports
 
 
+def test_ranks_share_the_cores_one_torch_thread_each(tmp_path):
+    """Tetris's default is 2 torch threads for its one process; under torchrun each rank takes one instead (two
+    ranks of 2 threads would fight over 2 cores), unless --torch-threads is given."""
+    tetris = ["--num-envs", "8", "--horizon", "16", "--num-minibatches", "2", "--total-timesteps", str(2 * 8 * 16)]
+    for flags, threads in [([], 1), (["--torch-threads", "2"], 2)]:
+        ranks, _ = torchrun(tmp_path, "train", "ppo_puffer_async", *tetris, *flags)
+        assert [rank["torch_threads"] for rank in ranks] == [threads, threads]
+
+
 def test_averaged_gradient_equals_the_union_batch_gradient(tmp_path):
     ranks, _ = torchrun(tmp_path, "grad")
     for script in ("ppo_puffer_async", "ppo_tetris"):
