@@ -3,13 +3,16 @@ them with Ctrl-C (which saves) after --minutes, and prints return (and Tetris li
 read from each run's TensorBoard events by wall time.
 
     python benchmarks/bench_learning_per_minute.py --minutes 20 --marks 5 10 20 \\
-        --run "ppo_tetris.py --seed 3" --run "ppo_puffer_async.py --seed 3"
+        --run "ppo_tetris.py --seed 3" --run "ppo_puffer_async.py --seed 3 --torch-threads 1"
+    python benchmarks/bench_learning_per_minute.py --minutes 20 --marks 5 10 15 --cores 0,1 \\
+        --run "ppo_puffer_async.py --seed 3"    # Tetris's default: 2 torch threads, so both cores
     python benchmarks/bench_learning_per_minute.py --minutes 10 --marks 1 2 5 10 --cores 0,1 \\
         --run "ppo_puffer_async.py --env-id mpe-spread"
 
 `--cores` gives each run its CPU list for `taskset` ("0" and "1" by default: one core each); a run that
-uses worker processes should get both ("0,1"), and then runs go one after another. The value at a mark is
-the mean of the scalars logged in the minute up to it, so one noisy update does not decide it.
+uses worker processes or more than one torch thread should get both ("0,1"), and then runs go one after
+another. The value at a mark is the mean of the scalars logged in the minute up to it, so one noisy update
+does not decide it.
 """
 
 import argparse

@@ -117,7 +117,10 @@ def main():
     if opts.part in ("train", "lstm", "all"):
         rows = []
         if opts.part in ("lstm", "all"):
-            tetris = dict(env_id="tetris", total_timesteps=opts.train_updates * 512 * 64, checkpoint_freq=0)
+            # One torch thread, as the figures in docs/ppo_puffer_async.md were measured (Tetris's default is 2).
+            tetris = dict(
+                env_id="tetris", total_timesteps=opts.train_updates * 512 * 64, checkpoint_freq=0, torch_threads=1
+            )
             rows += [
                 ("tetris, ours, default flags (MLP)", "ours", tetris),
                 ("tetris, ours, default flags --lstm", "ours", dict(tetris, lstm=True)),
@@ -153,7 +156,11 @@ def main():
                     "tetris, ours, same sizes and network",
                     "ours",
                     dict(
-                        env_id="tetris", hidden_size=256, total_timesteps=opts.train_updates * batch, checkpoint_freq=0
+                        env_id="tetris",
+                        hidden_size=256,
+                        total_timesteps=opts.train_updates * batch,
+                        checkpoint_freq=0,
+                        torch_threads=1,  # as ppo_tetris.py: the same network on the same one thread
                     ),
                 ),
             ]

@@ -104,7 +104,10 @@ def check_flags(args, at_least_one="", positive="", positive_or_none="", non_neg
 def check_run_flags(args) -> None:
     """The flags every script shares; one line naming the flag otherwise."""
     problems = [
-        ((args.torch_threads or 1) < 1, f"--torch-threads must be at least 1 (got {args.torch_threads})"),
+        (
+            args.torch_threads is not None and args.torch_threads < 1,
+            f"--torch-threads must be at least 1 (got {args.torch_threads})",
+        ),
         (args.checkpoint_freq < 0, f"--checkpoint-freq must be >= 0 (got {args.checkpoint_freq})"),
         ((args.eval_freq or 0) < 0, f"--eval-freq must be >= 0 (got {args.eval_freq})"),
         (

@@ -608,6 +608,7 @@ def test_gymnasium_defaults_reach_the_mountaincar_flag(tmp_path, monkeypatch):
         (["--env-id", "Pendulum-v1"], "Discrete actions"),
         (["--backend", "Multiprocessing", "--num-workers", "64"], "--num-workers"),
         (["--prio-beta0", "2"], "--prio-beta0"),
+        (["--torch-threads", "0"], "--torch-threads must be at least 1 (got 0)"),
         (
             ["--env-id", "CartPole-v1", "--total-timesteps", "100"],
             "less than one update (512 agent steps); pass at least 512",
