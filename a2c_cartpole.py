@@ -3,9 +3,9 @@
 Read top to bottom: Args and defaults, network (with one flat weight buffer), rollout, GAE, loss, evaluation,
 train(). The run's plumbing (checkpoints, --resume, Ctrl-C, torchrun) is common/run.py's; everything that
 learns is here. Actions: Discrete, MultiDiscrete (a categorical per dimension) or Box (a diagonal Gaussian);
-observations: any space that flattens into a vector (common/envs.py). What this file gets right that popular
+observations: any space that flattens into a vector (common/gym_envs.py). What this file gets right that popular
 A2C code often does not:
-  * Gymnasium 1.x vector envs reset on the *next* step by default; ours (common/envs.py) resets in the same
+  * Gymnasium 1.x vector envs reset on the *next* step by default; ours (common/gym_envs.py) resets in the same
     step, as gymnasium's SAME_STEP mode does, and hands over the true final observation;
   * time-limit truncation is not termination: the truncated step's reward gets `gamma * V(final_obs)`
     folded in (as SB3 does), termination bootstraps nothing;
@@ -21,6 +21,7 @@ A2C code often does not:
 import contextlib
 import dataclasses
 import math
+import os
 import random
 from dataclasses import dataclass
 from typing import Literal, Optional
@@ -30,15 +31,17 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from common.envs import finished_episodes, make_gym_vector_env
+from common import distributed, run
+from common.checkpoint import RunCheckpoint
+from common.gym_envs import finished_episodes, make_gym_vector_env
+from common.logs import Progress, announce, describe_eval, make_run_name, make_writer
 from common.normalize import RewardScaler, RunningMeanStd, normalize_obs
-from common.run import Run, RunArgs, check_flags, cli, load_weights, open_checkpoint, report
 
 ACTIONS = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)
 
 
 @dataclass
-class Args(RunArgs):
+class Args(run.RunArgs):
     # The run's flags (--seed, --device, --checkpoint-freq, --resume, --eval-checkpoint, ...) are RunArgs's.
     env_id: str = "CartPole-v1"
     """a Gymnasium id: Discrete, MultiDiscrete or Box actions; observations flattened (Box, Dict, Discrete...)"""
@@ -110,7 +113,7 @@ def env_defaults(env_id: str) -> dict:
 
 def validate_args(args: Args) -> None:
     """Bad flags fail here, before any network is built, naming the flag to change."""
-    check_flags(args, at_least_one="num_envs num_steps mini_batches hidden_size log_freq", positive="learning_rate")
+    run.check_flags(args, at_least_one="num_envs num_steps mini_batches hidden_size log_freq", positive="learning_rate")
     if (args.num_envs * args.num_steps) % args.mini_batches:
         batch = args.num_envs * args.num_steps
         raise ValueError(f"--mini-batches {args.mini_batches} must divide num_envs * num_steps = {batch}")
@@ -320,60 +323,92 @@ def evaluate(agent: Agent, env_id: str, obs_rms: Optional[RunningMeanStd], episo
 
 def evaluate_checkpoint(args: Args) -> dict:
     """--eval-checkpoint: --eval-episodes deterministic episodes with the run's frozen observation statistics."""
-    ckpt, args, device = open_checkpoint("a2c_cartpole", Args, args, required=("obs_rms",))
+    ckpt, args, device = run.open_checkpoint("a2c_cartpole", Args, args, required=("obs_rms",))
     args = dataclasses.replace(args, **{k: v for k, v in env_defaults(args.env_id).items() if getattr(args, k) is None})
     probe = make_gym_vector_env(args.env_id, 1, actions=ACTIONS)
     agent = Agent(probe.single_observation_space.shape[0], probe.single_action_space, args.hidden_size).to(device)
     probe.close()
-    load_weights(agent, ckpt, "--eval-checkpoint", args.eval_checkpoint)
+    run.load_weights(agent, ckpt, "--eval-checkpoint", args.eval_checkpoint)
     stats = evaluate(
         agent, args.env_id, RunningMeanStd.from_state(ckpt["obs_rms"]), args.eval_episodes, args.seed + 10_000, device
     )
     episodes = f"{args.eval_episodes} episode{'s' if args.eval_episodes > 1 else ''}"
-    report(f"{args.eval_checkpoint} ({args.env_id}, step {ckpt['global_step']:,}), {episodes} (greedy actions):", stats)
+    run.report(
+        f"{args.eval_checkpoint} ({args.env_id}, step {ckpt['global_step']:,}), {episodes} (greedy actions):", stats
+    )
     return stats
 
 
 def train(args: Args) -> dict:
-    with Run("a2c_cartpole", args, required=("obs_rms",)) as run:
-        defaults = env_defaults(run.args.env_id)
-        args = dataclasses.replace(run.args, **{k: v for k, v in defaults.items() if getattr(run.args, k) is None})
-        validate_args(args)
-        random.seed(run.seed)
-        np.random.seed(run.seed)
-        device = run.device
-        envs = run.closing(make_gym_vector_env(args.env_id, args.num_envs, actions=ACTIONS))
-        obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
-        agent = Agent(obs_dim, action_space, args.hidden_size, args.log_std_init).to(device)
-        flat_params = flatten_parameters(agent)
-        if args.optimizer == "rmsprop":
-            optimizer = torch.optim.RMSprop([flat_params], lr=args.learning_rate, alpha=0.99, eps=1e-5)
-        else:
-            optimizer = torch.optim.Adam([flat_params], lr=args.learning_rate, eps=1e-5)
-        obs_rms = RunningMeanStd((obs_dim,)) if args.norm_obs else None
-        # Why --reward-scale 0.1 for CartPole: its discounted returns reach ~100, and with a shared backbone a value
-        # loss on targets that large swamps the policy gradient (deterministic eval then stalled at 100-250 for 100k+
-        # steps). For Box actions the return's scale varies by task: --norm-reward divides by its running std.
-        reward_norm = RewardScaler(args.num_envs, args.gamma) if args.norm_reward else None
-        batch_size = args.num_envs * args.num_steps  # per rank
+    # One process, or a rank of a torchrun job; --resume: the saved run's flags, and its state as plain data.
+    world, device = distributed.init_world(args.dist_backend, run.resolve_device(args.device))
+    args, resumed = run.flags(args, "a2c_cartpole", world, required=("obs_rms",))
+    args = dataclasses.replace(args, **{k: v for k, v in env_defaults(args.env_id).items() if getattr(args, k) is None})
+    validate_args(args)
+    seed = args.seed + distributed.RANK_SEED_OFFSET * world.rank  # each rank of a torchrun job plays its own episodes
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.set_num_threads(1)  # initial weights drawn on one thread: the same bits whatever the thread count
+    torch.manual_seed(args.seed)  # and on every rank
+
+    envs = make_gym_vector_env(args.env_id, args.num_envs, actions=ACTIONS)
+    obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
+    agent = Agent(obs_dim, action_space, args.hidden_size, args.log_std_init).to(device)
+    flat_params = flatten_parameters(agent)
+    if args.optimizer == "rmsprop":
+        optimizer = torch.optim.RMSprop([flat_params], lr=args.learning_rate, alpha=0.99, eps=1e-5)
+    else:
+        optimizer = torch.optim.Adam([flat_params], lr=args.learning_rate, eps=1e-5)
+    obs_rms = RunningMeanStd((obs_dim,)) if args.norm_obs else None
+    # Why --reward-scale 0.1 for CartPole: its discounted returns reach ~100, and with a shared backbone a value
+    # loss on targets that large swamps the policy gradient (deterministic eval then stalled at 100-250 for 100k+
+    # steps). For Box actions the return's scale varies by task: --norm-reward divides by its running std.
+    reward_norm = RewardScaler(args.num_envs, args.gamma) if args.norm_reward else None
+
+    torch.set_num_threads(args.torch_threads or 1)
+
+    # The run in whole updates; a resumed run goes on from its saved update, weights, statistics and schedule.
+    batch_size = args.num_envs * args.num_steps  # per rank
+    update_size = batch_size * world.size  # agent steps per update, all ranks together
+    num_updates = run.count_updates(args.total_timesteps, update_size, world.size, resumed)
+    end_step = num_updates * update_size
+    lr_anchor = run.schedule_anchor(args.learning_rate, update_size, end_step, resumed)
+    start_update, run_name = 1, make_run_name(args.env_id, args.exp_name, args.seed)
+    if resumed is not None:
+        run.restore(resumed, args.resume, agent, optimizer, obs_rms=obs_rms, reward_norm=reward_norm)
+        start_update, run_name = resumed["update"] + 1, resumed["run_name"]
+    if world.size > 1:  # torchrun: rank 0's weights and run name on every rank
+        run_name = distributed.join_ranks(world, agent, run_name, seed + start_update)
+    run_dir = os.path.join("runs", run_name)
+    writer = make_writer(run_dir, args) if world.rank == 0 else None  # rank 0 alone logs, evaluates and saves
+    checkpoint = RunCheckpoint(
+        os.path.join(run_dir, "a2c_cartpole.pt"), update_size, world.rank == 0, resumed and resumed["global_step"],
+        script="a2c_cartpole", args=dataclasses.asdict(args), run_name=run_name, lr_anchor=lr_anchor,
+        world_size=world.size, model=agent, optimizer=optimizer, obs_rms=obs_rms, reward_norm=reward_norm,
+    )  # fmt: skip
+    if world.rank == 0:
         describe = f"{args.env_id}, {args.num_envs} envs x {args.num_steps} steps"
-        run.begin(args, agent, optimizer, batch_size, describe, extra=dict(obs_rms=obs_rms, reward_norm=reward_norm))
-        # Mixed precision: the forward passes and the loss in bfloat16 (CPU) or float16 (CUDA, whose small range
-        # needs the gradient scaler); the weights, their gradients and the optimizer stay float32.
-        half = torch.float16 if device.type == "cuda" else torch.bfloat16
-        autocast = (lambda: torch.autocast(device.type, dtype=half)) if args.amp else contextlib.nullcontext
-        scaler = torch.amp.GradScaler("cuda", enabled=args.amp and device.type == "cuda")
-        storage = make_storage(args.num_steps, args.num_envs, obs_dim, action_space)
-        reward_threshold = gym.spec(args.env_id).reward_threshold
-        raw_obs, _ = envs.reset(seed=run.seed + run.start_update - 1)  # a resumed run plays fresh episodes
-        if obs_rms is not None:
-            obs_rms.update(raw_obs)
-        next_obs = normalize_obs(raw_obs, obs_rms)
-        recent_returns, finished_returns, finished_lengths = [], [], []
-        solved_at, eval_history = None, []
-        for update in run.updates():
+        announce(run_name, describe, start_update, num_updates, update_size, world, device, args.total_timesteps)
+    stop, progress = distributed.StopRequest(world), Progress(end_step, start_step=(start_update - 1) * update_size)
+
+    # Mixed precision: the forward passes and the loss in bfloat16 (CPU) or float16 (CUDA, whose small range
+    # needs the gradient scaler); the weights, their gradients and the optimizer stay float32.
+    half = torch.float16 if device.type == "cuda" else torch.bfloat16
+    autocast = (lambda: torch.autocast(device.type, dtype=half)) if args.amp else contextlib.nullcontext
+    scaler = torch.amp.GradScaler("cuda", enabled=args.amp and device.type == "cuda")
+    storage = make_storage(args.num_steps, args.num_envs, obs_dim, action_space)
+    reward_threshold = gym.spec(args.env_id).reward_threshold
+    raw_obs, _ = envs.reset(seed=seed + start_update - 1)  # a resumed run plays fresh episodes
+    if obs_rms is not None:
+        obs_rms.update(raw_obs)
+    next_obs = normalize_obs(raw_obs, obs_rms)
+    recent_returns, finished_returns, finished_lengths, stops = [], [], [], []
+    solved_at, eval_history, last_eval, completed, interrupted = None, [], None, start_update - 1, False
+    try:
+        for update in range(start_update, num_updates + 1):
+            global_step = update * update_size  # once this update is done
             if args.anneal_lr:
-                optimizer.param_groups[0]["lr"] = run.annealed_lr()
+                optimizer.param_groups[0]["lr"] = run.annealed_lr(lr_anchor, global_step - update_size, end_step)
             next_obs, ep_returns, ep_lengths = collect_rollout(
                 envs, agent, obs_rms, reward_norm, args.reward_scale, next_obs, storage, args.gamma, device, autocast
             )
@@ -402,7 +437,8 @@ def train(args: Args) -> dict:
                 flat_params.grad.zero_()
                 scaler.scale(loss).backward()
                 scaler.unscale_(optimizer)  # (no-ops unless float16 on CUDA)
-                run.allreduce_gradients([flat_params], loss)  # torchrun: averaged over ranks; stops on NaN
+                # Under torchrun: the gradients averaged over the ranks; a non-finite loss stops the run.
+                distributed.allreduce_gradients(world, [flat_params], loss, update=update, step=global_step)
                 # clip_grad_norm_'s math on our one gradient tensor, without its per-call bookkeeping.
                 grad_norm = flat_params.grad.norm()
                 flat_params.grad.mul_(torch.clamp(args.max_grad_norm / (grad_norm + 1e-6), max=1.0))
@@ -414,9 +450,10 @@ def train(args: Args) -> dict:
             finished_lengths += ep_lengths
             # A TensorBoard scalar costs ~60 us, a whole env step ~10 us: we write means every
             # --log-freq updates rather than one scalar per episode.
-            if update % args.log_freq == 0 or update == run.num_updates:
-                finished_returns, finished_lengths, recent = run.gather(
-                    finished_returns, finished_lengths, recent_returns
+            if update % args.log_freq == 0 or update == num_updates:
+                # Every rank's episodes, and whether any rank saw a Ctrl-C (torchrun).
+                finished_returns, finished_lengths, recent, stops = distributed.pool(
+                    world, finished_returns, finished_lengths, recent_returns, [stop.requested]
                 )
                 y_pred, y_true = batch["values"].reshape(-1), b_returns
                 var_y = y_true.var()
@@ -428,6 +465,7 @@ def train(args: Args) -> dict:
                     "losses/entropy": entropy_mean.item(),
                     "losses/explained_variance": explained_var,
                     "losses/grad_norm": grad_norm.item(),
+                    "charts/SPS": progress.sps(global_step),
                 }
                 if agent.log_std is not None:
                     scalars["charts/action_std"] = agent.log_std.exp().mean().item()
@@ -435,18 +473,60 @@ def train(args: Args) -> dict:
                     scalars["charts/episodic_return"] = np.mean(finished_returns)
                     scalars["charts/episodic_length"] = np.mean(finished_lengths)
                     finished_returns, finished_lengths = [], []
-                run.log(scalars, ret=float(np.mean(recent)) if recent else None)
-            if run.eval_due():
-                run.evaluate(evaluate, agent, args.env_id, obs_rms, args.eval_episodes, args.seed + 10_000, device)
-                eval_history.append((run.global_step, run.last_eval))
-                if solved_at is None and reward_threshold is not None and run.last_eval >= reward_threshold:
-                    solved_at = run.global_step
-                    print(f"solved: eval return {run.last_eval:.1f} >= {reward_threshold} at step {solved_at:,}")
-    return run.summary(policy=agent, args=args, eval_history=eval_history, solved_at=solved_at)
+                if writer is not None:
+                    for tag, value in scalars.items():
+                        writer.add_scalar(tag, value, global_step)
+                    ret = float(np.mean(recent)) if recent else None
+                    progress.update(global_step, update=update, ret=ret, eval=last_eval)
+            if world.rank == 0 and (args.eval_freq and update % args.eval_freq == 0 or update == num_updates):
+                with progress.paused(), run.seeded_rng(args.seed + 10_000 + update, device):
+                    stats = evaluate(agent, args.env_id, obs_rms, args.eval_episodes, args.seed + 10_000, device)
+                last_eval, eval_text = float(stats["return"].mean()), describe_eval(stats["return"])
+                writer.add_scalar("eval/return_mean", last_eval, global_step)
+                writer.add_scalar("eval/return_std", float(stats["return"].std()), global_step)
+                eval_history.append((global_step, last_eval))
+                if solved_at is None and reward_threshold is not None and last_eval >= reward_threshold:
+                    solved_at = global_step
+                    print(f"solved: eval return {last_eval:.1f} >= {reward_threshold} at step {solved_at:,}")
+            completed = update
+            if args.checkpoint_freq and update % args.checkpoint_freq == 0:
+                checkpoint.save(update)  # a periodic save that fails warns; training goes on
+            if any(stops):  # torchrun: a Ctrl-C every rank agreed on; all stop after this update
+                interrupted = True
+                break
+    except KeyboardInterrupt:  # Ctrl-C: the half-done update is dropped, the last whole one saved below
+        interrupted = True
+    except RuntimeError as e:  # torchrun: another rank died in a collective; rank 0 saves what was learned
+        if world.size == 1:
+            raise
+        raise run.rank_lost(e, world, checkpoint, completed) from None
+    finally:
+        envs.close()
+        if writer is not None:
+            writer.close()
+        distributed.leave_world(world)
+    checkpoint.save(completed, final=True)  # fails with one line naming the checkpoint that was kept
+    if world.rank == 0 and interrupted:
+        print(f"interrupted at step {checkpoint.saved_step:,}: saved {checkpoint.path}, envs closed; "
+              f"continue with --resume {checkpoint.path}", flush=True)  # fmt: skip
+    elif world.rank == 0:
+        print(f"done: {progress.summary(completed * update_size)}, {eval_text}; saved {checkpoint.path}", flush=True)
+    return dict(
+        global_step=completed * update_size, update=completed, sps=progress.sps(completed * update_size),
+        run_dir=run_dir, checkpoint=checkpoint.path, interrupted=interrupted, policy=agent, args=args,
+        eval_history=eval_history, solved_at=solved_at,
+    )  # fmt: skip
 
 
 def main(argv=None) -> None:
-    cli(Args, train, evaluate_checkpoint, argv, help_defaults=env_defaults)
+    args = run.parse_args(Args, argv, help_defaults=env_defaults)
+    try:
+        if args.eval_checkpoint:
+            evaluate_checkpoint(args)
+        elif train(args)["interrupted"]:  # train() saved and said how to resume
+            raise SystemExit(run.EXIT_INTERRUPTED)
+    except (KeyboardInterrupt, *run.ONE_LINE_ERRORS) as e:  # Ctrl-C starting up or evaluating; bad flags
+        raise run.exit_for(e) from None
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ back in; importance weights are normalized and beta reaches 1; --lstm rows repla
 """
 
 import dataclasses
+import os
 import time
 from dataclasses import dataclass
 from typing import Literal, Optional
@@ -26,14 +27,17 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from common.envs import EpisodeStats, NormalizedObservations, is_pettingzoo, make_puffer_vecenv
-from common.normalize import RunningMeanStd
-from common.run import Run, RunArgs, check_flags, cli, load_weights, open_checkpoint, report
+from common import distributed, run
+from common.checkpoint import RunCheckpoint
+from common.logs import Progress, announce, describe_eval, make_run_name, make_writer
+from common.normalize import RewardScaler, RunningMeanStd
+from common.puffer_envs import NormalizedObservations, is_pettingzoo, make_puffer_vecenv
 from common.tetris import merge_infos, watch
+from common.vector import WorkerError
 
 
 @dataclass
-class Args(RunArgs):
+class Args(run.RunArgs):
     """PufferLib-style PPO. Default: Tetris, 90M agent steps, 15-17 min on 2 cores, return 10.2-11.2, 4.8-6.1 lines."""
 
     env_id: str = "tetris"
@@ -162,7 +166,7 @@ def with_env_defaults(args: Args) -> Args:
 
 def validate_args(args: Args, num_agents: Optional[int] = None) -> None:
     """Bad flags fail before any network is built, naming the flag; with num_agents, the buffer layout too."""
-    check_flags(
+    run.check_flags(
         args,
         at_least_one="num_envs num_workers async_factor horizon num_minibatches update_epochs max_ticks hidden_size",
         positive="learning_rate clip_coef vf_clip_coef reward_scale render_fps",
@@ -355,6 +359,54 @@ class Experience:
             for stored, now in zip(self.initial_state, take(state, store_t)):
                 stored[rows[first]] = now[first]
         self.pending[agents] = True
+
+
+class EpisodeStats:
+    """Per-agent episode bookkeeping for every env kind, and two decisions the learning rests on: which steps are
+    real transitions (only those are counted and stored), and which observations begin an episode (where an
+    LSTM's state restarts from zeros).
+
+    With "same_step" autoreset (our Tetris) the observation after an end is already the next episode's (the
+    true last one is in `vecenv.final_observations`); with "next_step" (PufferLib's emulation) the observation
+    after an end IS the last one, the action on it is ignored, and the next recv brings the reset observation
+    with reward 0, which is no transition and is not counted.
+
+    With `gamma`, it also keeps each agent's running discounted return (`reward_scaler`, common/normalize.py):
+    `reward_scaler.std()` is what SB3's VecNormalize divides rewards by.
+    """
+
+    def __init__(self, num_agents: int, autoreset: str, gamma=None):
+        self.next_step_reset = autoreset == "next_step"
+        self.reward_scaler = RewardScaler(num_agents, gamma) if gamma is not None else None
+        self.ep_return = np.zeros(num_agents)
+        self.ep_length = np.zeros(num_agents, dtype=np.int64)
+        self.acting = np.zeros(num_agents, dtype=bool)  # the last action sent was a real step
+        self.ended = np.zeros(num_agents, dtype=bool)  # the last observation ended an episode
+        self.returns, self.lengths = [], []
+
+    def update(self, agents, rewards, dones, masks):
+        """Counts this recv's rewards. Returns (the agents whose episode ended, a bool per agent: this
+        observation begins an episode)."""
+        acting = self.acting[agents]
+        acted = agents[acting]
+        self.ep_return[acted] += rewards[acting]
+        self.ep_length[acted] += 1
+        if self.reward_scaler is not None and len(acted):
+            self.reward_scaler.track(acted, rewards[acting], dones[acting])
+        ended = acted[dones[acting]]
+        self.returns.extend(self.ep_return[ended])
+        self.lengths.extend(self.ep_length[ended])
+        self.ep_return[ended], self.ep_length[ended] = 0.0, 0
+        starting = self.ended[agents] if self.next_step_reset else dones
+        self.ended[agents] = dones
+        # The observation that ends an emulated episode is its last, not a state to act in. Absent agents
+        # (mask False) act on nothing either.
+        self.acting[agents] = masks & ~dones if self.next_step_reset else masks
+        return ended, starting
+
+    def pop(self):
+        returns, lengths, self.returns, self.lengths = self.returns, self.lengths, [], []
+        return returns, lengths
 
 
 def rollout(vecenv, policy, experience, stats, gamma, reward_scale, reward_clamp, device, timers: dict) -> list:
@@ -579,13 +631,13 @@ def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device, obs_r
 
 def evaluate_checkpoint(args: Args) -> dict:
     """--eval-checkpoint: --eval-episodes episodes (or, with --render, one Tetris game drawn in the terminal)."""
-    ckpt, args, device = open_checkpoint("ppo_puffer_async", Args, args, required=("obs_dim", "num_actions"))
+    ckpt, args, device = run.open_checkpoint("ppo_puffer_async", Args, args, required=("obs_dim", "num_actions"))
     if args.render and args.env_id != "tetris":
         raise ValueError(f"--render draws Tetris games; {args.eval_checkpoint} is a {args.env_id} run: drop --render")
     args = with_env_defaults(args)
     state_size = args.lstm_hidden_size if args.lstm else 0
     policy = Policy(ckpt["obs_dim"], ckpt["num_actions"], args.hidden_size, state_size, args.activation)
-    load_weights(policy.to(device), ckpt, "--eval-checkpoint", args.eval_checkpoint)
+    run.load_weights(policy.to(device), ckpt, "--eval-checkpoint", args.eval_checkpoint)
     if args.render:
         state = policy.initial_state(1, device)
 
@@ -599,41 +651,78 @@ def evaluate_checkpoint(args: Args) -> dict:
     obs_rms = RunningMeanStd.from_state(ckpt.get("obs_rms"))
     stats = evaluate(policy, args, args.eval_episodes, args.seed + 10_000, device, obs_rms)
     episodes = f"{len(stats['return'])} episodes ({args.eval_actions} actions)"
-    report(f"{args.eval_checkpoint} (step {ckpt['global_step']:,}), {episodes}:", stats)
+    run.report(f"{args.eval_checkpoint} (step {ckpt['global_step']:,}), {episodes}:", stats)
     return stats
 
 
 def train(args: Args) -> dict:
-    with Run("ppo_puffer_async", args, required=("obs_dim", "num_actions")) as run:
-        args = with_env_defaults(run.args)
-        validate_args(args)
-        device = run.device
-        env = dict(env_kwargs=args.env_kwargs, max_ticks=args.max_ticks, log_interval=args.horizon)
-        vec = dict(backend=args.backend, num_workers=args.num_workers, async_factor=args.async_factor)
-        vecenv = run.closing(make_puffer_vecenv(args.env_id, args.num_envs, run.seed, **env, **vec))
-        vecenv = NormalizedObservations(vecenv) if args.norm_obs else vecenv  # running mean/std, frozen for evaluation
-        obs_rms = vecenv.obs_rms if args.norm_obs else None
-        num_agents = vecenv.num_agents
-        validate_args(args, num_agents)
-        args = dataclasses.replace(args, batch_size=args.batch_size or num_agents * args.horizon)  # per rank
-        segments = args.batch_size // args.horizon
-        obs_dim, num_actions = vecenv.single_observation_space.shape[0], int(vecenv.single_action_space.n)
-        state_size = args.lstm_hidden_size if args.lstm else 0
-        policy = Policy(obs_dim, num_actions, args.hidden_size, state_size, args.activation).to(device)
-        optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5)
+    # One process, or a rank of a torchrun job; --resume: the saved run's flags, and its state as plain data.
+    world, device = distributed.init_world(args.dist_backend, run.resolve_device(args.device))
+    args, resumed = run.flags(args, "ppo_puffer_async", world, required=("obs_dim", "num_actions"))
+    args = with_env_defaults(args)
+    validate_args(args)
+    seed = args.seed + distributed.RANK_SEED_OFFSET * world.rank  # each rank of a torchrun job plays its own episodes
+    torch.set_num_threads(1)  # initial weights drawn on one thread: the same bits whatever the thread count
+    torch.manual_seed(args.seed)  # and on every rank
+
+    env = dict(env_kwargs=args.env_kwargs, max_ticks=args.max_ticks, log_interval=args.horizon)
+    vec = dict(backend=args.backend, num_workers=args.num_workers, async_factor=args.async_factor)
+    vecenv = make_puffer_vecenv(args.env_id, args.num_envs, seed, **env, **vec)
+    vecenv = NormalizedObservations(vecenv) if args.norm_obs else vecenv  # running mean/std, frozen for evaluation
+    obs_rms = vecenv.obs_rms if args.norm_obs else None
+    num_agents = vecenv.num_agents
+    validate_args(args, num_agents)
+    args = dataclasses.replace(args, batch_size=args.batch_size or num_agents * args.horizon)  # per rank
+    segments = args.batch_size // args.horizon
+    obs_dim, num_actions = vecenv.single_observation_space.shape[0], int(vecenv.single_action_space.n)
+    state_size = args.lstm_hidden_size if args.lstm else 0
+    policy = Policy(obs_dim, num_actions, args.hidden_size, state_size, args.activation).to(device)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5)
+    stats = EpisodeStats(num_agents, vecenv.autoreset, args.gamma if args.norm_reward else None)
+
+    torch.set_num_threads(args.torch_threads or 1)  # (the Tetris default gives torch both cores)
+
+    # The run in whole updates; a resumed run goes on from its saved update, weights, statistics and schedule.
+    update_size = args.batch_size * world.size  # agent steps per update, all ranks together
+    num_updates = run.count_updates(args.total_timesteps, update_size, world.size, resumed)
+    end_step = num_updates * update_size
+    lr_anchor = run.schedule_anchor(args.learning_rate, update_size, end_step, resumed)
+    start_update, run_name = 1, make_run_name(args.env_id, args.exp_name, args.seed)
+    if resumed is not None:
+        run.restore(resumed, args.resume, policy, optimizer, obs_rms=obs_rms, return_rms=stats.reward_scaler)
+        start_update, run_name = resumed["update"] + 1, resumed["run_name"]
+    if world.size > 1:  # torchrun: rank 0's weights and run name on every rank
+        run_name = distributed.join_ranks(world, policy, run_name, seed + start_update)
+    run_dir = os.path.join("runs", run_name)
+    writer = make_writer(run_dir, args) if world.rank == 0 else None  # rank 0 alone logs, evaluates and saves
+    checkpoint = RunCheckpoint(
+        os.path.join(run_dir, "ppo_puffer_async.pt"), update_size, world.rank == 0, resumed and resumed["global_step"],
+        script="ppo_puffer_async", args=dataclasses.asdict(args), run_name=run_name, lr_anchor=lr_anchor,
+        world_size=world.size, model=policy, optimizer=optimizer, obs_dim=obs_dim, num_actions=num_actions,
+        obs_rms=obs_rms, return_rms=stats.reward_scaler,
+    )  # fmt: skip
+    if world.rank == 0:
         describe = f"{args.env_id}, {num_agents} agents, {args.async_factor} group(s), {segments} rows x {args.horizon}"
-        stats = EpisodeStats(num_agents, vecenv.autoreset, args.gamma if args.norm_reward else None)
-        extra = dict(obs_dim=obs_dim, num_actions=num_actions, obs_rms=obs_rms, return_rms=stats.reward_scaler)
-        run.begin(args, policy, optimizer, args.batch_size, describe, extra)
-        experience = Experience(segments, args.horizon, num_agents, obs_dim, device, state_size)
-        vecenv.async_reset(run.seed + 1_000_000 * (run.start_update - 1))  # a resumed run plays fresh episodes
-        timers, episode_means, tetris = dict(env=0.0, inference=0.0, learn=0.0), {}, {}
-        for update in run.updates():
+        announce(run_name, describe, start_update, num_updates, update_size, world, device, args.total_timesteps)
+    stop, progress = distributed.StopRequest(world), Progress(end_step, start_step=(start_update - 1) * update_size)
+
+    experience = Experience(segments, args.horizon, num_agents, obs_dim, device, state_size)
+    vecenv.async_reset(seed + 1_000_000 * (start_update - 1))  # a resumed run plays fresh episodes
+    timers, episode_means, tetris = dict(env=0.0, inference=0.0, learn=0.0), {}, {}
+    last_eval, eval_text, completed, interrupted = None, "", start_update - 1, False
+    try:
+        for update in range(start_update, num_updates + 1):
+            global_step = update * update_size  # once this update is done
             ent_coef = args.ent_coef
             if args.anneal_ent:  # from --ent-coef at the first update to 0 at the last
-                ent_coef -= args.ent_coef * (update - 1) / max(run.num_updates - 1, 1)
+                ent_coef -= args.ent_coef * (update - 1) / max(num_updates - 1, 1)
             coefs = (args.clip_coef, args.vf_clip_coef, args.vf_coef, ent_coef)
-            optimizer.param_groups[0]["lr"] = lr = run.annealed_lr() if args.anneal_lr else args.learning_rate
+            lr = (
+                run.annealed_lr(lr_anchor, global_step - update_size, end_step)
+                if args.anneal_lr
+                else args.learning_rate
+            )
+            optimizer.param_groups[0]["lr"] = lr
             scale = args.reward_scale / stats.reward_scaler.std() if args.norm_reward else args.reward_scale
             infos = rollout(vecenv, policy, experience, stats, args.gamma, scale, args.reward_clamp, device, timers)
 
@@ -645,7 +734,7 @@ def train(args: Args) -> dict:
             advantages, returns = estimate(
                 rewards, values, dones, next_value, args.gamma, args.gae_lambda, experience.next_row
             )
-            beta = prio_beta(args.prio_beta0, update, run.num_updates)
+            beta = prio_beta(args.prio_beta0, update, num_updates)
             for epoch in range(args.update_epochs):
                 for rows, weights in sample_minibatches(advantages, masks, args.num_minibatches, args.prio_alpha, beta):
                     state, starts = take(experience.initial_state, rows), take(experience.starts, rows)
@@ -661,39 +750,87 @@ def train(args: Args) -> dict:
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
                     # Under torchrun: the gradients averaged over the ranks, and approx_kl with them, so every
-                    # rank stops at the same epoch; a non-finite loss stops the run (common/run.py).
-                    losses["approx_kl"] = run.allreduce_gradients(policy.parameters(), loss, losses["approx_kl"])
+                    # rank stops at the same epoch; a non-finite loss stops the run.
+                    losses["approx_kl"] = distributed.allreduce_gradients(
+                        world, policy.parameters(), loss, losses["approx_kl"], update=update, step=global_step
+                    )
                     losses["grad_norm"] = nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
                     optimizer.step()
                 if args.target_kl is not None and losses["approx_kl"] > args.target_kl:
                     break
             timers["learn"] += time.perf_counter() - start
 
-            returns_, lengths, infos = run.gather(*stats.pop(), infos)  # every rank's episodes and Tetris stats
+            # Every rank's episodes and Tetris stats, and whether any rank saw a Ctrl-C (torchrun).
+            returns_, lengths, infos, stops = distributed.pool(world, *stats.pop(), infos, [stop.requested])
             y, v = returns[experience.masks], experience.values[experience.masks]
             explained_var = float("nan") if y.var() == 0 else (1 - (y - v).var() / y.var()).item()
             scalars = {f"losses/{key}": value.item() for key, value in losses.items()}
             scalars.update({"losses/explained_variance": explained_var, "charts/learning_rate": lr})
             scalars.update({"charts/prio_beta": beta, "charts/ent_coef": ent_coef})
             scalars.update({f"perf/{key}_time_frac": value / sum(timers.values()) for key, value in timers.items()})
+            scalars["charts/SPS"] = progress.sps(global_step)
             if vecenv.agents_per_env > 1:
-                scalars["charts/agent_steps"] = run.global_step
-                scalars["charts/env_steps"] = run.global_step / vecenv.agents_per_env
+                scalars["charts/agent_steps"] = global_step
+                scalars["charts/env_steps"] = global_step / vecenv.agents_per_env
             if returns_:
                 episode_means = {"return": float(np.mean(returns_)), "length": float(np.mean(lengths))}
                 scalars.update({f"charts/episodic_{key}": value for key, value in episode_means.items()})
             if infos:  # Tetris's own stats
                 tetris = merge_infos(infos)
                 scalars.update({f"tetris/{key}": value for key, value in tetris.items()})
-            if run.eval_due():
-                run.evaluate(evaluate, policy, args, args.eval_episodes, args.seed + 10_000 + update, device, obs_rms)
-            ret, length = episode_means.get("return"), episode_means.get("length")
-            run.log(scalars, ret=ret, len=length, lines=tetris.get("lines_deleted"))
-    return run.summary(policy=policy, args=args, obs_rms=obs_rms, episode_stats=episode_means, tetris_stats=tetris)
+            if world.rank == 0 and (args.eval_freq and update % args.eval_freq == 0 or update == num_updates):
+                with progress.paused(), run.seeded_rng(args.seed + 10_000 + update, device):
+                    result = evaluate(policy, args, args.eval_episodes, args.seed + 10_000 + update, device, obs_rms)
+                last_eval, eval_text = float(result["return"].mean()), describe_eval(result["return"])
+                writer.add_scalar("eval/return_mean", last_eval, global_step)
+                writer.add_scalar("eval/return_std", float(result["return"].std()), global_step)
+            if writer is not None:
+                for tag, value in scalars.items():
+                    writer.add_scalar(tag, value, global_step)
+                ret, length = episode_means.get("return"), episode_means.get("length")
+                lines = tetris.get("lines_deleted")
+                progress.update(global_step, update=update, ret=ret, len=length, lines=lines, eval=last_eval)
+            completed = update
+            if args.checkpoint_freq and update % args.checkpoint_freq == 0:
+                checkpoint.save(update)  # a periodic save that fails warns; training goes on
+            if any(stops):  # torchrun: a Ctrl-C every rank agreed on; all stop after this update
+                interrupted = True
+                break
+    except KeyboardInterrupt:  # Ctrl-C: the half-done update is dropped, the last whole one saved below
+        interrupted = True
+    except WorkerError as e:  # an env worker died; the network is intact, so keep what it learned
+        raise run.worker_lost(e, checkpoint, completed) from None
+    except RuntimeError as e:  # torchrun: another rank died in a collective; rank 0 saves what was learned
+        if world.size == 1:
+            raise
+        raise run.rank_lost(e, world, checkpoint, completed) from None
+    finally:
+        vecenv.close()
+        if writer is not None:
+            writer.close()
+        distributed.leave_world(world)
+    checkpoint.save(completed, final=True)  # fails with one line naming the checkpoint that was kept
+    if world.rank == 0 and interrupted:
+        print(f"interrupted at step {checkpoint.saved_step:,}: saved {checkpoint.path}, envs closed; "
+              f"continue with --resume {checkpoint.path}", flush=True)  # fmt: skip
+    elif world.rank == 0:
+        print(f"done: {progress.summary(completed * update_size)}, {eval_text}; saved {checkpoint.path}", flush=True)
+    return dict(
+        global_step=completed * update_size, update=completed, sps=progress.sps(completed * update_size),
+        run_dir=run_dir, checkpoint=checkpoint.path, interrupted=interrupted, policy=policy, args=args,
+        obs_rms=obs_rms, episode_stats=episode_means, tetris_stats=tetris,
+    )  # fmt: skip
 
 
 def main(argv=None) -> None:
-    cli(Args, train, evaluate_checkpoint, argv, help_defaults=env_defaults)
+    args = run.parse_args(Args, argv, help_defaults=env_defaults)
+    try:
+        if args.eval_checkpoint:
+            evaluate_checkpoint(args)
+        elif train(args)["interrupted"]:  # train() saved and said how to resume
+            raise SystemExit(run.EXIT_INTERRUPTED)
+    except (KeyboardInterrupt, WorkerError, *run.ONE_LINE_ERRORS) as e:  # Ctrl-C starting up or evaluating; bad flags
+        raise run.exit_for(e) from None
 
 
 if __name__ == "__main__":

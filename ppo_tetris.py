@@ -18,6 +18,7 @@ Where it departs from the CleanRL-style PPO-on-PufferLib-Tetris walkthrough it s
 """
 
 import dataclasses
+import os
 import time
 from dataclasses import dataclass
 from typing import Literal, Optional
@@ -27,13 +28,15 @@ import torch
 import torch.nn as nn
 from torch.distributions import Categorical
 
-from common.envs import make_tetris_vecenv
-from common.run import Run, RunArgs, cli, load_weights, open_checkpoint, report
-from common.tetris import Tetris, merge_infos, watch
+from common import distributed, run
+from common.checkpoint import RunCheckpoint
+from common.logs import Progress, announce, describe_eval, make_run_name, make_writer
+from common.tetris import Tetris, make_tetris_vecenv, merge_infos, watch
+from common.vector import WorkerError
 
 
 @dataclass
-class Args(RunArgs):
+class Args(run.RunArgs):
     # The run's flags (--seed, --device, --checkpoint-freq, --resume, --eval-checkpoint, ...) are RunArgs's.
     env_id: str = "PufferTetris"
     """the env name used in the run name (the env is always common.tetris.Tetris)"""
@@ -278,9 +281,9 @@ def play(agent: Agent, episodes: int, seed: int, max_ticks: int, device: torch.d
 
 def evaluate_checkpoint(args: Args) -> dict:
     """--eval-checkpoint: `--eval-episodes` games (or, with --render, one game drawn in the terminal)."""
-    ckpt, args, device = open_checkpoint("ppo_tetris", Args, args, required=("obs_dim", "num_actions"))
+    ckpt, args, device = run.open_checkpoint("ppo_tetris", Args, args, required=("obs_dim", "num_actions"))
     agent = Agent(ckpt["obs_dim"], ckpt["num_actions"]).to(device)
-    load_weights(agent, ckpt, "--eval-checkpoint", args.eval_checkpoint)
+    run.load_weights(agent, ckpt, "--eval-checkpoint", args.eval_checkpoint)
     if args.render:
 
         @torch.inference_mode()
@@ -290,48 +293,66 @@ def evaluate_checkpoint(args: Args) -> dict:
         return watch(act, args.seed + 10_000, args.max_ticks, args.render_fps)
     stats = play(agent, args.eval_episodes, args.seed + 10_000, args.max_ticks, device)
     games = args.eval_episodes
-    report(f"{args.eval_checkpoint} (step {ckpt['global_step']:,}), {games} game{'s' if games > 1 else ''}:", stats)
+    run.report(f"{args.eval_checkpoint} (step {ckpt['global_step']:,}), {games} game{'s' if games > 1 else ''}:", stats)
     return stats
 
 
 def train(args: Args) -> dict:
-    with Run("ppo_tetris", args, required=("obs_dim", "num_actions")) as run:
-        args = run.args
-        if args.total_timesteps is None:
-            args = dataclasses.replace(args, total_timesteps=DEFAULT_TOTAL_TIMESTEPS)
-        validate_args(args)
-        device = run.device
-        # log_interval = num_steps: each env object reports its finished games once per rollout.
-        envs = run.closing(
-            make_tetris_vecenv(
-                args.backend,
-                args.num_envs,
-                args.num_workers,
-                run.seed,
-                max_ticks=args.max_ticks,
-                log_interval=args.num_steps,
-            )
-        )
-        obs_dim, num_actions = envs.single_observation_space.shape[0], int(envs.single_action_space.n)
-        agent = Agent(obs_dim, num_actions).to(device)
-        optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
-        batch_size = args.num_envs * args.num_steps  # per rank
-        minibatch_size = batch_size // args.num_minibatches
-        run.begin(
-            args,
-            agent,
-            optimizer,
-            batch_size,
-            f"{args.num_envs} games, {args.backend}",
-            extra={"obs_dim": obs_dim, "num_actions": num_actions},
-        )
-        storage = make_storage(args.num_steps, args.num_envs, obs_dim, device)
-        obs, _ = envs.reset(seed=run.seed + run.start_update)  # a resumed run plays fresh games
-        next_obs = torch.as_tensor(obs, device=device)
-        timers, recent = dict(env=0.0, inference=0.0, learn=0.0), {}
-        for update in run.updates():
+    # One process, or a rank of a torchrun job; --resume: the saved run's flags, and its state as plain data.
+    world, device = distributed.init_world(args.dist_backend, run.resolve_device(args.device))
+    args, resumed = run.flags(args, "ppo_tetris", world, required=("obs_dim", "num_actions"))
+    if args.total_timesteps is None:
+        args = dataclasses.replace(args, total_timesteps=DEFAULT_TOTAL_TIMESTEPS)
+    validate_args(args)
+    seed = args.seed + distributed.RANK_SEED_OFFSET * world.rank  # each rank of a torchrun job plays its own games
+    torch.set_num_threads(1)  # initial weights drawn on one thread: the same bits whatever the thread count
+    torch.manual_seed(args.seed)  # and on every rank
+
+    # log_interval = num_steps: each env object reports its finished games once per rollout.
+    envs = make_tetris_vecenv(
+        args.backend, args.num_envs, args.num_workers, seed, max_ticks=args.max_ticks, log_interval=args.num_steps
+    )
+    obs_dim, num_actions = envs.single_observation_space.shape[0], int(envs.single_action_space.n)
+    agent = Agent(obs_dim, num_actions).to(device)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+
+    torch.set_num_threads(args.torch_threads or 1)
+
+    # The run in whole updates; a resumed run goes on from its saved update, weights and schedule.
+    batch_size = args.num_envs * args.num_steps  # per rank
+    minibatch_size = batch_size // args.num_minibatches
+    update_size = batch_size * world.size  # agent steps per update, all ranks together
+    num_updates = run.count_updates(args.total_timesteps, update_size, world.size, resumed)
+    end_step = num_updates * update_size
+    lr_anchor = run.schedule_anchor(args.learning_rate, update_size, end_step, resumed)
+    start_update, run_name = 1, make_run_name(args.env_id, args.exp_name, args.seed)
+    if resumed is not None:
+        run.restore(resumed, args.resume, agent, optimizer)
+        start_update, run_name = resumed["update"] + 1, resumed["run_name"]
+    if world.size > 1:  # torchrun: rank 0's weights and run name on every rank
+        run_name = distributed.join_ranks(world, agent, run_name, seed + start_update)
+    run_dir = os.path.join("runs", run_name)
+    writer = make_writer(run_dir, args) if world.rank == 0 else None  # rank 0 alone logs, evaluates and saves
+    checkpoint = RunCheckpoint(
+        os.path.join(run_dir, "ppo_tetris.pt"), update_size, world.rank == 0, resumed and resumed["global_step"],
+        script="ppo_tetris", args=dataclasses.asdict(args), run_name=run_name, lr_anchor=lr_anchor,
+        world_size=world.size, model=agent, optimizer=optimizer, obs_dim=obs_dim, num_actions=num_actions,
+    )  # fmt: skip
+    if world.rank == 0:
+        describe = f"{args.num_envs} games, {args.backend}"
+        announce(run_name, describe, start_update, num_updates, update_size, world, device, args.total_timesteps)
+    stop, progress = distributed.StopRequest(world), Progress(end_step, start_step=(start_update - 1) * update_size)
+
+    storage = make_storage(args.num_steps, args.num_envs, obs_dim, device)
+    obs, _ = envs.reset(seed=seed + start_update)  # a resumed run plays fresh games
+    next_obs = torch.as_tensor(obs, device=device)
+    timers, recent, last_eval, eval_text = dict(env=0.0, inference=0.0, learn=0.0), {}, None, ""
+    completed, interrupted = start_update - 1, False
+    try:
+        for update in range(start_update, num_updates + 1):
+            global_step = update * update_size  # once this update is done
             if args.anneal_lr:
-                optimizer.param_groups[0]["lr"] = run.annealed_lr()
+                optimizer.param_groups[0]["lr"] = run.annealed_lr(lr_anchor, global_step - update_size, end_step)
             next_obs, infos = collect_rollout(envs, agent, next_obs, storage, args.gamma, device, timers)
 
             start = time.perf_counter()
@@ -365,20 +386,24 @@ def train(args: Args) -> dict:
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
                     # Under torchrun: the gradients averaged over the ranks, and approx_kl with them, so every
-                    # rank stops at the same epoch; a non-finite loss stops the run (common/run.py).
-                    approx_kl = run.allreduce_gradients(agent.parameters(), loss, approx_kl)
+                    # rank stops at the same epoch; a non-finite loss stops the run.
+                    approx_kl = distributed.allreduce_gradients(
+                        world, agent.parameters(), loss, approx_kl, update=update, step=global_step
+                    )
                     grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                     optimizer.step()
                 if args.target_kl is not None and approx_kl > args.target_kl:
                     break
             timers["learn"] += time.perf_counter() - start
 
-            infos, env_times = run.gather(infos, [timers["env"]])  # every rank's games and env time
+            # Every rank's games and env time, and whether any rank saw a Ctrl-C (torchrun).
+            infos, env_times, stops = distributed.pool(world, infos, [timers["env"]], [stop.requested])
             var_y = b_returns.var()
             explained_var = float("nan") if var_y == 0 else (1 - (b_returns - b_values).var() / var_y).item()
-            steps_per_rank = (run.global_step - run.start_step) / len(env_times)
+            steps_per_rank = (global_step - progress.start_step) / len(env_times)
             scalars = {
                 "charts/learning_rate": optimizer.param_groups[0]["lr"],
+                "charts/SPS": progress.sps(global_step),
                 "losses/policy_loss": pg_loss.item(),
                 "losses/value_loss": v_loss.item(),
                 "losses/entropy": entropy_mean.item(),
@@ -394,17 +419,60 @@ def train(args: Args) -> dict:
                 scalars["charts/episodic_return"] = recent["ep_return"]
                 scalars["charts/episodic_length"] = recent["ep_length"]
                 scalars.update({f"tetris/{key}": value for key, value in recent.items()})
-            if run.eval_due():
-                run.evaluate(play, agent, args.eval_episodes, args.seed + 10_000 + update, args.max_ticks, device)
-            run.log(
-                scalars, ret=recent.get("ep_return"), len=recent.get("ep_length"), lines=recent.get("lines_deleted")
-            )
-    steps = run.completed * run.update_size - run.start_step
-    return run.summary(policy=agent, episode_stats=recent, timers=timers, env_sps=steps / max(timers["env"], 1e-9))
+            if world.rank == 0 and (args.eval_freq and update % args.eval_freq == 0 or update == num_updates):
+                with progress.paused(), run.seeded_rng(args.seed + 10_000 + update, device):
+                    stats = play(agent, args.eval_episodes, args.seed + 10_000 + update, args.max_ticks, device)
+                last_eval, eval_text = float(stats["return"].mean()), describe_eval(stats["return"])
+                writer.add_scalar("eval/return_mean", last_eval, global_step)
+                writer.add_scalar("eval/return_std", float(stats["return"].std()), global_step)
+            if writer is not None:
+                for tag, value in scalars.items():
+                    writer.add_scalar(tag, value, global_step)
+                lines = recent.get("lines_deleted")
+                progress.update(global_step, update=update, ret=recent.get("ep_return"), len=recent.get("ep_length"),
+                                lines=lines, eval=last_eval)  # fmt: skip
+            completed = update
+            if args.checkpoint_freq and update % args.checkpoint_freq == 0:
+                checkpoint.save(update)  # a periodic save that fails warns; training goes on
+            if any(stops):  # torchrun: a Ctrl-C every rank agreed on; all stop after this update
+                interrupted = True
+                break
+    except KeyboardInterrupt:  # Ctrl-C: the half-done update is dropped, the last whole one saved below
+        interrupted = True
+    except WorkerError as e:  # an env worker died; the network is intact, so keep what it learned
+        raise run.worker_lost(e, checkpoint, completed) from None
+    except RuntimeError as e:  # torchrun: another rank died in a collective; rank 0 saves what was learned
+        if world.size == 1:
+            raise
+        raise run.rank_lost(e, world, checkpoint, completed) from None
+    finally:
+        envs.close()
+        if writer is not None:
+            writer.close()
+        distributed.leave_world(world)
+    checkpoint.save(completed, final=True)  # fails with one line naming the checkpoint that was kept
+    if world.rank == 0 and interrupted:
+        print(f"interrupted at step {checkpoint.saved_step:,}: saved {checkpoint.path}, envs closed; "
+              f"continue with --resume {checkpoint.path}", flush=True)  # fmt: skip
+    elif world.rank == 0:
+        print(f"done: {progress.summary(completed * update_size)}, {eval_text}; saved {checkpoint.path}", flush=True)
+    steps = completed * update_size - progress.start_step
+    return dict(
+        global_step=completed * update_size, update=completed, sps=progress.sps(completed * update_size),
+        run_dir=run_dir, checkpoint=checkpoint.path, interrupted=interrupted, policy=agent, episode_stats=recent,
+        timers=timers, env_sps=steps / max(timers["env"], 1e-9),
+    )  # fmt: skip
 
 
 def main(argv=None) -> None:
-    cli(Args, train, evaluate_checkpoint, argv)
+    args = run.parse_args(Args, argv)
+    try:
+        if args.eval_checkpoint:
+            evaluate_checkpoint(args)
+        elif train(args)["interrupted"]:  # train() saved and said how to resume
+            raise SystemExit(run.EXIT_INTERRUPTED)
+    except (KeyboardInterrupt, WorkerError, *run.ONE_LINE_ERRORS) as e:  # Ctrl-C starting up or evaluating; bad flags
+        raise run.exit_for(e) from None
 
 
 if __name__ == "__main__":

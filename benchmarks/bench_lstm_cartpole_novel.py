@@ -25,7 +25,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import ppo_puffer_async  # noqa: E402
-from common.envs import make_cartpole_novel  # noqa: E402
+from common.puffer_envs import make_cartpole_novel  # noqa: E402
 
 TOTAL, EVAL_EVERY, EVAL_EPISODES = 100_000, 10_000, 10
 FIXED = ("env_id", "seed", "lstm", "total_timesteps", "eval_freq", "eval_episodes", "checkpoint_freq")  # not for --set

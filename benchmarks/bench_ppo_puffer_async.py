@@ -26,7 +26,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import ppo_puffer_async  # noqa: E402
 import ppo_tetris  # noqa: E402
-from common.envs import make_puffer_vecenv  # noqa: E402
+from common.puffer_envs import make_puffer_vecenv  # noqa: E402
 
 ROLLOUT_ROWS = {  # (label, backend, async_factor, num_workers)
     "tetris": [

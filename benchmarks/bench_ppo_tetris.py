@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script, package not installed
-from common.envs import make_tetris_vecenv  # noqa: E402
+from common.tetris import make_tetris_vecenv  # noqa: E402
 from ppo_tetris import Args, train  # noqa: E402
 
 BACKENDS = (("Serial", 1), ("Multiprocessing", 2))

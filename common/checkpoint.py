@@ -9,6 +9,7 @@ wrote it, so a checkpoint given to another script is a one-line error that names
 
 import os
 import pickle
+import sys
 import tempfile
 import warnings
 import zipfile
@@ -145,3 +146,39 @@ def load_run_checkpoint(path: str, script: str, flag: str, resume: bool, require
         return payload
     except CheckpointError as e:
         raise ValueError(f"{flag}: {e}; pass a runs/<run>/{script}.pt that this script saved") from None
+
+
+class RunCheckpoint:
+    """A training run's checkpoint file, runs/<run>/<script>.pt. `entries` are what every save holds besides
+    the step: plain values, or objects with a state_dict() (the network, the optimizer, observation statistics),
+    read at each save. `main`: whether this process writes (rank 0 of a torchrun job alone saves). When to save
+    is the script's line to write; this only writes, atomically, and keeps the step of the last good file."""
+
+    def __init__(self, path: str, update_size: int, main: bool = True, saved_step=None, **entries):
+        self.path, self.update_size, self.main, self.saved_step = path, update_size, main, saved_step
+        self.entries = entries
+
+    def save(self, update: int, final: bool = False) -> None:
+        """Writes the run as it is after `update` (update x update_size agent steps). A periodic save that fails
+        (a full disk) warns and training goes on; a final one raises SaveError. Either way the previous file is
+        intact."""
+        if not self.main:
+            return
+        step = update * self.update_size
+        payload = {key: v.state_dict() if hasattr(v, "state_dict") else v for key, v in self.entries.items()}
+        payload.update(update=update, global_step=step, torch_rng_state=torch.get_rng_state())
+        try:
+            save_checkpoint(self.path, payload)
+            self.saved_step = step
+        except SaveError as e:
+            kept = (
+                f"the checkpoint of step {self.saved_step:,} is kept"
+                if self.saved_step is not None
+                else "no checkpoint of this run exists yet"
+            )
+            if final:
+                raise SaveError(f"{e}; {kept}") from None
+            print(f"warning: {e}; {kept}; training goes on", file=sys.stderr, flush=True)
+
+    def resume_hint(self) -> str:
+        return f"saved {self.path} at step {self.saved_step:,}; continue with --resume {self.path}"

@@ -13,6 +13,7 @@ torch.distributed.
 
 import os
 import signal
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -77,15 +78,57 @@ def broadcast_parameters(module: torch.nn.Module) -> None:
         dist.broadcast(tensor, src=0)
 
 
+def allreduce_gradients(world: World, params, loss: torch.Tensor, *extras: torch.Tensor, update: int, step: int):
+    """After backward: under torchrun, the gradients averaged over the ranks, with a non-finite-loss flag and
+    `extras` (e.g. approx_kl) averaged in the same message, so every rank takes the same branches. A non-finite
+    loss on any rank stops the run with one line (FloatingPointError). Returns the extras (averaged)."""
+    checks = torch.stack([(~torch.isfinite(loss)).float(), *extras])
+    if world.size > 1:
+        checks = allreduce_mean(params, checks, world)
+    if checks[0] > 0:
+        raise FloatingPointError(
+            f"loss became {loss.item() if not torch.isfinite(loss) else 'non-finite on a rank'} at update {update} "
+            f"(step {step:,}); lower --learning-rate or --max-grad-norm"
+        )
+    return checks[1] if len(extras) == 1 else tuple(checks[1:])
+
+
+def pool(world: World, *lists):
+    """Each list concatenated over the ranks, in rank order, in one all_gather; every rank calls it at the same
+    updates. One process: the lists themselves."""
+    everyone = gather(world, lists)
+    return [[x for rank in everyone for x in rank[i]] for i in range(len(lists))]
+
+
+def join_ranks(world: World, model: torch.nn.Module, run_name: str, seed: int) -> str:
+    """Under torchrun: rank 0's weights and run name on every rank, and each rank other than 0 its own stream of
+    actions and minibatch orders (rank 0 keeps a one-process run's). Returns the run name."""
+    broadcast_parameters(model)
+    if world.rank != 0:
+        torch.manual_seed(seed)
+    return gather(world, run_name)[0]
+
+
+def leave_world(world: World) -> None:
+    """Under torchrun: leaves the process group; after a clean end (no exception on its way out), waits for every
+    rank first (a rank that exits while another is still in its last collective can abort it)."""
+    if world.size > 1 and dist.is_initialized():
+        if sys.exc_info()[0] is None:
+            dist.barrier()
+        dist.destroy_process_group()
+
+
 class StopRequest:
     """Under torchrun, Ctrl-C (SIGINT to every rank, then torchrun's own SIGINT or SIGTERM) only sets a flag.
-    The ranks agree on it at the end of an update, so all stop after the same update and none is left
-    waiting in a collective; rank 0 saves. (A single process takes KeyboardInterrupt at once instead.)"""
+    The ranks agree on it at the end of an update (`pool` the flags), so all stop after the same update and
+    none is left waiting in a collective; rank 0 saves. In one process it does nothing: Ctrl-C raises
+    KeyboardInterrupt at once, which train() catches around its loop."""
 
-    def __init__(self):
+    def __init__(self, world: World):
         self.requested = False
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, self.request)
+        if world.size > 1:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, self.request)
 
     def request(self, signum, frame) -> None:
         self.requested = True

@@ -4,6 +4,7 @@ Every script logs to `runs/<env>__<script>__<seed>__<time>/` with CleanRL's scal
 all three scripts compare in one `tensorboard --logdir runs`.
 """
 
+import contextlib
 import dataclasses
 import sys
 import time
@@ -31,33 +32,66 @@ def format_duration(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
-class Progress:
-    """Prints `steps | SPS | ETA | fields` every `interval` seconds.
+def announce(run_name: str, describe: str, start_update: int, num_updates: int, update_size: int, world, device, total):
+    """The run's first lines: what runs, where it logs, and the total rounded down to whole updates if it was."""
+    ranks = f"{world.size} ranks x {update_size // world.size:,}, " if world.size > 1 else ""
+    print(
+        f"run {run_name}: {describe}; updates {start_update}..{num_updates} of {update_size:,} agent steps "
+        f"({ranks}{device}); tensorboard --logdir runs",
+        flush=True,
+    )
+    if num_updates * update_size != total:
+        print(
+            f"training to step {num_updates * update_size:,}: {num_updates:,} updates of {update_size:,} "
+            f"agent steps (--total-timesteps {total:,} rounded down to whole updates)",
+            flush=True,
+        )
 
-    On a terminal the line is printed every few seconds; when stdout is a file or a pipe (CI, nohup)
-    it prints only every `quiet_interval` seconds so logs stay short.
+
+def describe_eval(returns) -> str:
+    return f"eval return {returns.mean():.2f} +/- {returns.std():.2f} ({len(returns)} episodes)"
+
+
+class Progress:
+    """The run's clock and its console line `steps | SPS | ETA | fields`.
+
+    SPS counts training time only: evaluations run inside `with progress.paused():`. On a terminal the line is
+    printed every few seconds; when stdout is a file or a pipe (CI, nohup) only every `quiet_interval` seconds.
     """
 
-    def __init__(self, total_steps: int, interval: float = 5.0, quiet_interval: float = 60.0, start_step: int = 0):
-        self.total_steps = total_steps
+    def __init__(self, total_steps: int, start_step: int = 0, interval: float = 5.0, quiet_interval: float = 60.0):
+        self.total_steps, self.start_step = total_steps, start_step
         self.interval = interval if sys.stdout.isatty() else quiet_interval
-        self.start_time = time.time()
-        self.start_step = start_step
-        self.last_print = 0.0
+        self.start_time, self.paused_time, self.last_print, self.fields = time.perf_counter(), 0.0, 0.0, {}
+
+    @contextlib.contextmanager
+    def paused(self):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.paused_time += time.perf_counter() - start
 
     def sps(self, global_step: int) -> float:
-        return (global_step - self.start_step) / max(time.time() - self.start_time, 1e-9)
+        """Agent steps per second of training since this run (or resume) began."""
+        return (global_step - self.start_step) / max(time.perf_counter() - self.start_time - self.paused_time, 1e-9)
 
     def update(self, global_step: int, **fields) -> None:
-        now = time.time()
+        self.fields = {key: value for key, value in fields.items() if value is not None}
+        now = time.perf_counter()
         if now - self.last_print < self.interval:
             return
         self.last_print = now
         sps = self.sps(global_step)
         eta = (self.total_steps - global_step) / max(sps, 1e-9)
         parts = [f"step {global_step:>10,}/{self.total_steps:,}", f"SPS {sps:>8,.0f}", f"ETA {format_duration(eta)}"]
-        for key, value in fields.items():
-            if value is None:
-                continue
-            parts.append(f"{key} {value:.3g}" if isinstance(value, float) else f"{key} {value}")
-        print(" | ".join(parts), flush=True)
+        print(" | ".join(parts + [format_field(key, value) for key, value in self.fields.items()]), flush=True)
+
+    def summary(self, global_step: int) -> str:
+        """`step N, SPS S` and the last fields, for the run's closing line."""
+        parts = [f"step {global_step:,}", f"SPS {self.sps(global_step):,.0f}"]
+        return ", ".join(parts + [format_field(k, v) for k, v in self.fields.items() if k != "eval"])
+
+
+def format_field(key: str, value) -> str:
+    return f"{key} {value:.3g}" if isinstance(value, float) else f"{key} {value}"

@@ -40,11 +40,14 @@ a learner needs to bootstrap V(final_obs) on truncation. It is valid on the rows
 It lives in the env object: with pufferlib.vector.Multiprocessing it stays in the worker process.
 """
 
+import multiprocessing
 import time
 
 import gymnasium
 import numpy as np
 import pufferlib
+
+from common import vector
 
 PIECE_NAMES = "OISZTLJ"
 # PIECE_CELLS[piece][rotation]: the 4 occupied (row, col) cells of the 4x4 box, as in Ocean (docs/tetris.md).
@@ -559,6 +562,48 @@ class TetrisGymEnv(gymnasium.Env):
 
     def render(self):
         return self.game.render()
+
+
+# ----- many games as one vector env, in this process or in worker processes (common/vector.py) -----
+
+
+def tetris_sharing_final_obs(final_obs_buffer, slot, buf=None, seed=0, **tetris_kwargs):
+    """A Tetris whose `final_observations` rows live in `final_obs_buffer` (shared memory), so the
+    learner can read them even when the env steps in a Multiprocessing worker."""
+    env = Tetris(buf=buf, seed=seed, **tetris_kwargs)
+    rows = np.frombuffer(final_obs_buffer, dtype=np.float32).reshape(-1, *env.single_observation_space.shape)
+    env.final_observations = rows[slot * env.num_agents : (slot + 1) * env.num_agents]
+    return env
+
+
+def make_tetris_vecenv(backend: str, num_envs: int, num_workers: int, seed: int, **tetris_kwargs):
+    """`num_workers` Tetris objects of `num_envs // num_workers` games each, stepped in this process
+    (backend "Serial") or one sleeping worker process each ("Multiprocessing", common/vector.py: a worker
+    that dies ends the run with a message naming it; workers die with the learner). Synchronous use:
+    `reset(seed)`, `step(actions)`.
+
+    Tetris keeps the last observation of ended games in the env object, which with Multiprocessing is in
+    another process; each env here writes them into one shared array instead, readable as
+    `vecenv.final_observations` (num_envs, obs_size), valid on the rows that ended on the last step.
+    """
+    if num_workers < 1 or num_envs < 1:
+        raise ValueError(f"--num-envs and --num-workers must be at least 1 (got {num_envs}, {num_workers})")
+    if num_envs % num_workers:
+        raise ValueError(f"--num-envs {num_envs} must be divisible by --num-workers {num_workers}")
+    obs_size = Tetris(num_envs=1, **tetris_kwargs).single_observation_space.shape[0]
+    final_obs_buffer = multiprocessing.RawArray("f", num_envs * obs_size)
+    vecenv = vector.make(
+        [tetris_sharing_final_obs] * num_workers,
+        [[final_obs_buffer, i] for i in range(num_workers)],
+        dict(num_envs=num_envs // num_workers, **tetris_kwargs),
+        backend=backend,
+        num_envs=num_workers,
+        num_workers=num_workers,
+        num_groups=1,
+        seed=seed,
+    )
+    vecenv.final_observations = np.frombuffer(final_obs_buffer, dtype=np.float32).reshape(num_envs, obs_size)
+    return vecenv
 
 
 if "PufferTetris-v0" not in gymnasium.registry:

@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 
 import a2c_cartpole as a2c
-from common.envs import make_gym_vector_env
+from common.gym_envs import make_gym_vector_env
 from conftest import ROOT
 
 

@@ -1,4 +1,4 @@
-"""common/envs.py: our same-step vector env against gymnasium's own SAME_STEP vector env."""
+"""common/gym_envs.py: our same-step vector env against gymnasium's own SAME_STEP vector env."""
 
 import gymnasium as gym
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers.vector import RecordEpisodeStatistics
 
-from common.envs import SameStepVectorEnv, make_gym_vector_env
+from common.gym_envs import SameStepVectorEnv, make_gym_vector_env
 
 
 @pytest.mark.parametrize("env_id, max_episode_steps", [("CartPole-v1", None), ("CartPole-v1", 12), ("Acrobot-v1", 30)])

@@ -19,7 +19,7 @@ import torch.nn as nn
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import ppo_puffer_async
-from common.envs import make_puffer_vecenv
+from common.puffer_envs import make_puffer_vecenv
 from conftest import ROOT
 from ppo_puffer_async import (
     Args,

@@ -16,8 +16,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import ppo_tetris
-from common.envs import make_tetris_vecenv
-from common.tetris import watch
+from common.tetris import make_tetris_vecenv, watch
 from conftest import ROOT
 from ppo_tetris import Agent, Args, collect_rollout, compute_gae, make_storage, play, ppo_loss, train
 

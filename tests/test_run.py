@@ -14,7 +14,7 @@ import torch
 import a2c_cartpole
 import ppo_puffer_async
 import ppo_tetris
-from common import checkpoint, run
+from common import checkpoint
 from common.checkpoint import SaveError, save_checkpoint
 from conftest import ROOT
 
@@ -177,7 +177,7 @@ def test_a_disk_that_fills_for_a_while_warns_and_a_failed_final_save_is_one_line
             raise SaveError(f"could not save {path}: [Errno 28] No space left on device")
         real(path, payload)
 
-    monkeypatch.setattr(run, "save_checkpoint", filling_disk)
+    monkeypatch.setattr(checkpoint, "save_checkpoint", filling_disk)
     module = SCRIPTS[name]
     flags = {**TINY[name], "checkpoint_freq": 1}
     per_update = {"a2c_cartpole": 80, "ppo_tetris": 64, "ppo_puffer_async": 64}[name]

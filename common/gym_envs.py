@@ -1,0 +1,169 @@
+"""Gymnasium vector envs for the scripts that step Gymnasium envs directly (a2c_cartpole.py).
+
+Gymnasium >= 1.0 vector envs reset a finished sub-env on the *next* `step()` by default, which hands
+the learner one bogus transition per episode. Our vector envs reset in the SAME step instead (as
+gymnasium's AutoresetMode.SAME_STEP does): the observation returned with `terminated | truncated` is
+already the next episode's first one, and the true last observation is in `info["final_obs"]`,
+which a learner needs to bootstrap `V(final_obs)` on time-limit truncation."""
+
+import functools
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+
+class SameStepVectorEnv(gym.vector.VectorEnv):
+    """Gymnasium envs stepped one after another in this process, with SAME_STEP autoreset and episode
+    statistics. It returns what `RecordEpisodeStatistics(SyncVectorEnv(..., autoreset_mode=SAME_STEP))`
+    returns, with the same info keys (`final_obs`, `episode` {"r", "l"} and their `_final_obs`,
+    `_episode` masks; the envs' own infos are dropped) with less per-step bookkeeping: for an env as
+    cheap as CartPole, switching to it made A2C train ~15% faster (measured at SB3's settings).
+
+    Observations must be a Box (one array per step); the returned arrays are reused by the next step.
+    """
+
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
+
+    def __init__(self, env_fns):
+        self.envs = [make_env() for make_env in env_fns]
+        self.num_envs = len(self.envs)
+        self.single_observation_space = self.envs[0].observation_space
+        self.single_action_space = self.envs[0].action_space
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        space = self.single_observation_space
+        self.observations = np.zeros((self.num_envs, *space.shape), space.dtype)
+        self.rewards = np.zeros(self.num_envs)
+        self.terminations = np.zeros(self.num_envs, dtype=bool)
+        self.truncations = np.zeros(self.num_envs, dtype=bool)
+        self.episode_returns = np.zeros(self.num_envs)
+        self.episode_lengths = np.zeros(self.num_envs, dtype=np.int64)
+
+    def reset(self, *, seed=None, options=None):
+        """Seeds env i with seed + i, as SyncVectorEnv does."""
+        for i, env in enumerate(self.envs):
+            self.observations[i], _ = env.reset(seed=None if seed is None else seed + i, options=options)
+        self.episode_returns[:], self.episode_lengths[:] = 0.0, 0
+        return self.observations, {}
+
+    def step(self, actions):
+        final_obs = None
+        for i, env in enumerate(self.envs):
+            obs, self.rewards[i], self.terminations[i], self.truncations[i], _ = env.step(actions[i])
+            if self.terminations[i] or self.truncations[i]:
+                if final_obs is None:
+                    final_obs = np.full(self.num_envs, None, dtype=object)
+                final_obs[i] = obs  # the true last observation: learners bootstrap V(final_obs) from it
+                obs, _ = env.reset()
+            self.observations[i] = obs
+        self.episode_returns += self.rewards
+        self.episode_lengths += 1
+        infos = {}
+        if final_obs is not None:
+            dones = self.terminations | self.truncations
+            infos = {
+                "final_obs": final_obs,
+                "_final_obs": dones,
+                "_episode": dones,
+                "episode": {
+                    "r": np.where(dones, self.episode_returns, 0.0),
+                    "l": np.where(dones, self.episode_lengths, 0),
+                },
+            }
+            self.episode_returns[dones], self.episode_lengths[dones] = 0.0, 0
+        return self.observations, self.rewards.copy(), self.terminations.copy(), self.truncations.copy(), infos
+
+    def close_extras(self, **kwargs):
+        for env in self.envs:
+            env.close()
+
+
+def make_gym_vector_env(env_id: str, num_envs: int, actions=(gym.spaces.Discrete,)) -> SameStepVectorEnv:
+    """`num_envs` copies of `env_id` stepped in this process, SAME_STEP autoreset, episode stats in info. Their
+    observations are flattened into one float vector (Box of any shape, Dict in sorted key order, Discrete
+    one-hot); `actions` are the action space types the caller can act in."""
+    if num_envs < 1:
+        raise ValueError(f"--num-envs must be at least 1 (got {num_envs})")
+    check_gym_env(env_id, "is not a registered Gymnasium env", actions=actions, flatten=True)
+    return SameStepVectorEnv([functools.partial(make_flat_env, env_id) for _ in range(num_envs)])
+
+
+def make_flat_env(env_id: str) -> gym.Env:
+    """`env_id` with its observations flattened into a vector, unless they already are one. The passive env
+    checker re-validates every step's output; it is a debugging aid that costs ~20% of CartPole's stepping
+    time, so we leave it to gymnasium's check_env."""
+    env = gym.make(env_id, disable_env_checker=True)
+    space = env.observation_space
+    if isinstance(space, gym.spaces.Box) and len(space.shape) == 1:
+        return env
+    return gym.wrappers.FlattenObservation(env)
+
+
+def check_observation_space(space, env_id: str) -> None:
+    """Observations an MLP can take once flattened: Box (any shape, but not images), Discrete, MultiDiscrete,
+    MultiBinary, and Dict or Tuple of those; anything else is a one-line error naming the space."""
+    leaves = [space]
+    while leaves:
+        leaf = leaves.pop()
+        if isinstance(leaf, (gym.spaces.Dict, gym.spaces.Tuple)):
+            leaves.extend(leaf.spaces.values() if isinstance(leaf, gym.spaces.Dict) else leaf.spaces)
+        elif isinstance(leaf, gym.spaces.Box) and leaf.dtype == np.uint8 and len(leaf.shape) >= 2:
+            raise ValueError(
+                f"--env-id {env_id}: observation space {space} holds images, which need a CNN; "
+                "this script's MLP takes vector observations"
+            )
+        elif not isinstance(
+            leaf, (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
+        ):
+            raise ValueError(
+                f"--env-id {env_id}: observation space {space} is not supported: "
+                f"{type(leaf).__name__} observations do not flatten into a fixed-size vector"
+            )
+
+
+def check_gym_env(env_id: str, unknown: str, kwargs=None, actions=(gym.spaces.Discrete,), flatten=False) -> None:
+    """A registered id that builds, with observations this script takes (flat Box, or with `flatten` any
+    flattenable space) and actions of one of the `actions` types; else a one-line error."""
+    try:
+        gym.spec(env_id)
+    except gym.error.Error:
+        raise ValueError(f"--env-id {env_id!r} {unknown}") from None
+    try:
+        probe = gym.make(env_id, disable_env_checker=True, **(kwargs or {}))
+    except gym.error.Error as e:  # e.g. DependencyNotInstalled for Box2D or MuJoCo envs
+        raise ValueError(f"--env-id {env_id}: {e}") from None
+    except TypeError as e:  # keyword arguments the env does not take
+        raise ValueError(f"--env-kwargs: {env_id} refused them ({e})") from None
+    probe.close()
+    if flatten:
+        check_observation_space(probe.observation_space, env_id)
+        action = probe.action_space
+        if isinstance(action, actions) and not (isinstance(action, gym.spaces.Box) and len(action.shape) != 1):
+            return
+        names = ", ".join(kind.__name__ for kind in actions)
+        raise ValueError(f"--env-id {env_id}: action space {action} is not supported; this script acts in {names}")
+    require_box_obs_discrete_actions(probe.observation_space, probe.action_space, env_id)
+
+
+def require_box_obs_discrete_actions(observation_space, action_space, env_id: str) -> None:
+    """ppo_puffer_async.py takes flat Box observations and Discrete actions; say so early otherwise."""
+    if not isinstance(action_space, gym.spaces.Discrete):
+        raise ValueError(
+            f"--env-id {env_id}: action space {action_space} is not supported; "
+            "this script needs Discrete actions (e.g. CartPole-v1, Acrobot-v1, LunarLander-v3)"
+        )
+    if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 1:
+        raise ValueError(
+            f"--env-id {env_id}: observation space {observation_space} is not supported; "
+            "this script needs a flat (1-D) Box observation"
+        )
+
+
+def finished_episodes(infos: dict):
+    """(returns, lengths) arrays of the episodes that ended on this step."""
+    if "episode" not in infos:
+        return np.empty(0), np.empty(0)
+    done = infos["_episode"]
+    return infos["episode"]["r"][done], infos["episode"]["l"][done]

@@ -1,0 +1,114 @@
+"""A refactor changes no number: record short fixed-seed runs of every script and env kind, then compare.
+
+    python scripts/fixed_seed_runs.py record before.json      # on the commit before the change
+    python scripts/fixed_seed_runs.py record after.json       # on the change
+    python scripts/fixed_seed_runs.py compare before.json after.json
+
+Each run's TensorBoard scalars are read back from its event files; every tag but charts/SPS and perf/* must be
+equal at every step, bit for bit. A run that resumes, and a 2-rank torchrun job, are among the cases.
+--only NAME[,NAME] records a few cases. Takes ~6 minutes on 2 cores.
+"""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+
+A2C = "a2c_cartpole.py --eval-episodes 3 ".split()
+TETRIS = "ppo_tetris.py --num-envs 64 --num-steps 32 --eval-episodes 4 --max-ticks 200 ".split()
+PUFFER = "ppo_puffer_async.py --eval-episodes 3 ".split()
+CASES = {  # name: flags, or (flags of the first run, flags of its --resume)
+    "a2c-cartpole": A2C + "--total-timesteps 16000 --eval-freq 50 --checkpoint-freq 100".split(),
+    "a2c-pendulum": A2C + "--env-id Pendulum-v1 --total-timesteps 12800".split(),
+    "a2c-adam-minibatches": A2C
+    + "--total-timesteps 8000 --optimizer adam --mini-batches 4 --norm-adv --ent-coef 0.01".split(),
+    "a2c-resume": (A2C + "--total-timesteps 4000".split(), "--total-timesteps 8000".split()),
+    "a2c-torchrun": A2C + "--total-timesteps 6400 --torchrun".split(),
+    "tetris-serial": TETRIS + "--total-timesteps 12288".split(),
+    "tetris-workers": TETRIS + "--total-timesteps 8192 --backend Multiprocessing --num-workers 2".split(),
+    "tetris-resume": (TETRIS + "--total-timesteps 4096 --checkpoint-freq 1".split(), "--total-timesteps 8192".split()),
+    "tetris-torchrun": TETRIS + "--total-timesteps 8192 --torchrun".split(),
+    "puffer-tetris": PUFFER + "--total-timesteps 98304 --eval-freq 2".split(),
+    "puffer-tetris-lstm": PUFFER + "--lstm --num-envs 64 --total-timesteps 16384".split(),
+    "puffer-mpe-serial": PUFFER
+    + "--env-id mpe-spread --backend Serial --async-factor 1 --num-envs 32 --total-timesteps 24576".split(),
+    "puffer-mpe-workers": PUFFER + "--env-id mpe-spread --num-envs 32 --total-timesteps 24576".split(),
+    "puffer-cartpole": PUFFER + "--env-id CartPole-v1 --total-timesteps 20480 --eval-freq 10".split(),
+    "puffer-acrobot-prio": PUFFER
+    + "--env-id Acrobot-v1 --total-timesteps 12800 --prio-alpha 0.6 --advantage lambda-return --target-kl 0.02 "
+    "--norm-reward True".split(),
+    "puffer-novel-lstm": PUFFER
+    + "--env-id cartpole-novel --lstm --burn-in 5 --tbptt 10 --total-timesteps 16000".split(),
+    "puffer-resume": (
+        PUFFER + "--env-id CartPole-v1 --total-timesteps 5120 --checkpoint-freq 2".split(),
+        "--total-timesteps 10240".split(),
+    ),
+    "puffer-torchrun": PUFFER + "--env-id CartPole-v1 --total-timesteps 10240 --torchrun".split(),
+}
+
+
+def run(argv, cwd):
+    if "--torchrun" in argv:
+        argv = [a for a in argv if a != "--torchrun"]
+        command = TORCHRUN + [os.path.join(ROOT, argv[0])] + argv[1:]
+    else:
+        command = [sys.executable, os.path.join(ROOT, argv[0])] + argv[1:]
+    out = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ROOT})
+    if out.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({out.returncode}):\n{out.stdout[-2000:]}{out.stderr[-3000:]}")
+
+
+def scalars(run_dir):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(run_dir, size_guidance={"scalars": 0}).Reload()
+    return {
+        tag: [(e.step, e.value) for e in events.Scalars(tag)]
+        for tag in events.Tags()["scalars"]
+        if tag != "charts/SPS" and not tag.startswith("perf/")
+    }
+
+
+def record(path, only=None):
+    results = {}
+    for name, case in CASES.items():
+        if only and name not in only:
+            continue
+        with tempfile.TemporaryDirectory() as cwd:
+            first, more = case if isinstance(case, tuple) else (case, None)
+            run(first, cwd)
+            if more is not None:
+                (checkpoint,) = glob.glob(os.path.join(cwd, "runs", "*", "*.pt"))
+                run([first[0], "--resume", checkpoint] + more, cwd)
+            (run_dir,) = glob.glob(os.path.join(cwd, "runs", "*"))
+            results[name] = scalars(run_dir)
+        print(f"{name}: {sum(len(v) for v in results[name].values())} scalars", flush=True)
+    with open(path, "w") as f:
+        json.dump(results, f)
+
+
+def compare(before_path, after_path):
+    before, after = (json.load(open(p)) for p in (before_path, after_path))
+    failed = 0
+    for name in before:
+        if name not in after:
+            print(f"{name}: not recorded after")
+            failed += 1
+            continue
+        tags = sorted(set(before[name]) | set(after[name]))
+        diffs = [tag for tag in tags if before[name].get(tag) != after[name].get(tag)]
+        print(f"{name}: {'identical' if not diffs else 'DIFFERS in ' + ', '.join(diffs)}")
+        failed += bool(diffs)
+    raise SystemExit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "record":
+        record(sys.argv[2], sys.argv[4].split(",") if len(sys.argv) > 4 and sys.argv[3] == "--only" else None)
+    else:
+        compare(sys.argv[2], sys.argv[3])
