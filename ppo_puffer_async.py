@@ -18,7 +18,6 @@ back in; importance weights are normalized and beta reaches 1; --lstm rows repla
 """
 
 import dataclasses
-import os
 import time
 from dataclasses import dataclass
 from typing import Literal, Optional
@@ -26,10 +25,10 @@ from typing import Literal, Optional
 import numpy as np
 import torch
 import torch.nn as nn
+from torch.distributions import Categorical
 
 from common import distributed, run
-from common.checkpoint import RunCheckpoint
-from common.logs import Progress, announce, describe_eval, make_run_name, make_writer
+from common.logs import Progress, announce, log_eval, make_run_name, print_end, report
 from common.normalize import RewardScaler, RunningMeanStd
 from common.puffer_envs import NormalizedObservations, is_pettingzoo, make_puffer_vecenv
 from common.tetris import merge_infos, watch
@@ -267,15 +266,14 @@ class Policy(nn.Module):
 
 def sample_actions(logits: torch.Tensor):
     """Sample from the categorical policy; returns (actions, logprobs)."""
-    logprobs_all = torch.log_softmax(logits, dim=-1)
-    actions = torch.multinomial(logprobs_all.exp(), 1).squeeze(-1)
-    return actions, logprobs_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+    dist = Categorical(logits=logits, validate_args=False)
+    actions = dist.sample()
+    return actions, dist.log_prob(actions)
 
 
 def logprob_and_entropy(logits: torch.Tensor, actions: torch.Tensor):
-    logprobs_all = torch.log_softmax(logits, dim=-1)
-    entropy = -(logprobs_all.exp() * logprobs_all).sum(-1)
-    return logprobs_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1), entropy
+    dist = Categorical(logits=logits, validate_args=False)
+    return dist.log_prob(actions), dist.entropy()
 
 
 # ----- experience buffer and rollout -----
@@ -564,7 +562,8 @@ def ppo_loss(new_logprobs, new_values, entropy, mb: dict, weights, coefs):
     and masks (1 for real agent steps); weights: (rows,) importance weights or None; coefs: (clip_coef,
     vf_clip_coef, vf_coef, ent_coef). The weights multiply the policy and value terms, the two estimates of
     an expectation over the rollout that prioritized sampling biases; the entropy bonus is a regularizer and
-    stays unweighted. The value loss is pufferl.py's (no 1/2 factor). Returns (loss, the logged losses)."""
+    stays unweighted. The value loss has no 1/2 factor (pufferl.py 3.0 has one, so its --vf-coef x equals our
+    x / 2). Returns (loss, the logged losses)."""
     clip_coef, vf_clip_coef, vf_coef, ent_coef = coefs
     advantages, masks = mb["advantages"], mb["masks"]
     logratio = new_logprobs - mb["logprobs"]
@@ -583,6 +582,13 @@ def ppo_loss(new_logprobs, new_values, entropy, mb: dict, weights, coefs):
         clipfrac = (((ratio - 1.0).abs() > clip_coef).float() * masks).sum() / count
     losses = dict(policy_loss=pg_loss, value_loss=v_loss, entropy=entropy_mean, approx_kl=approx_kl, clipfrac=clipfrac)
     return loss, {key: value.detach() for key, value in losses.items()}
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
+    """1 - Var(returns - values) / Var(returns): how much of the returns' spread the value function predicts (1: all,
+    0: no better than a constant; NaN when the returns do not vary)."""
+    var_returns = returns.var()
+    return float("nan") if var_returns == 0 else (1 - (returns - values).var() / var_returns).item()
 
 
 def normalize_advantages(advantages: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
@@ -651,7 +657,7 @@ def evaluate_checkpoint(args: Args) -> dict:
     obs_rms = RunningMeanStd.from_state(ckpt.get("obs_rms"))
     stats = evaluate(policy, args, args.eval_episodes, args.seed + 10_000, device, obs_rms)
     episodes = f"{len(stats['return'])} episodes ({args.eval_actions} actions)"
-    run.report(f"{args.eval_checkpoint} (step {ckpt['global_step']:,}), {episodes}:", stats)
+    report(f"{args.eval_checkpoint} (step {ckpt['global_step']:,}), {episodes}:", stats)
     return stats
 
 
@@ -681,7 +687,6 @@ def train(args: Args) -> dict:
     stats = EpisodeStats(num_agents, vecenv.autoreset, args.gamma if args.norm_reward else None)
 
     torch.set_num_threads(args.torch_threads or 1)  # (the Tetris default gives torch both cores)
-
     # The run in whole updates; a resumed run goes on from its saved update, weights, statistics and schedule.
     update_size = args.batch_size * world.size  # agent steps per update, all ranks together
     num_updates = run.count_updates(args.total_timesteps, update_size, world.size, resumed)
@@ -693,14 +698,10 @@ def train(args: Args) -> dict:
         start_update, run_name = resumed["update"] + 1, resumed["run_name"]
     if world.size > 1:  # torchrun: rank 0's weights and run name on every rank
         run_name = distributed.join_ranks(world, policy, run_name, seed + start_update)
-    run_dir = os.path.join("runs", run_name)
-    writer = make_writer(run_dir, args) if world.rank == 0 else None  # rank 0 alone logs, evaluates and saves
-    checkpoint = RunCheckpoint(
-        os.path.join(run_dir, "ppo_puffer_async.pt"), update_size, world.rank == 0, resumed and resumed["global_step"],
-        script="ppo_puffer_async", args=dataclasses.asdict(args), run_name=run_name, lr_anchor=lr_anchor,
-        world_size=world.size, model=policy, optimizer=optimizer, obs_dim=obs_dim, num_actions=num_actions,
-        obs_rms=obs_rms, return_rms=stats.reward_scaler,
-    )  # fmt: skip
+    # What each checkpoint holds besides the flags and the step (objects: their state_dict() at each save).
+    saved = dict(lr_anchor=lr_anchor, model=policy, optimizer=optimizer, obs_dim=obs_dim, num_actions=num_actions)
+    saved.update(obs_rms=obs_rms, return_rms=stats.reward_scaler)
+    writer, checkpoint = run.open_run("ppo_puffer_async", args, run_name, update_size, world, resumed, **saved)
     if world.rank == 0:
         describe = f"{args.env_id}, {num_agents} agents, {args.async_factor} group(s), {segments} rows x {args.horizon}"
         announce(run_name, describe, start_update, num_updates, update_size, world, device, args.total_timesteps)
@@ -717,12 +718,8 @@ def train(args: Args) -> dict:
             if args.anneal_ent:  # from --ent-coef at the first update to 0 at the last
                 ent_coef -= args.ent_coef * (update - 1) / max(num_updates - 1, 1)
             coefs = (args.clip_coef, args.vf_clip_coef, args.vf_coef, ent_coef)
-            lr = (
-                run.annealed_lr(lr_anchor, global_step - update_size, end_step)
-                if args.anneal_lr
-                else args.learning_rate
-            )
-            optimizer.param_groups[0]["lr"] = lr
+            if args.anneal_lr:
+                optimizer.param_groups[0]["lr"] = run.annealed_lr(lr_anchor, global_step - update_size, end_step)
             scale = args.reward_scale / stats.reward_scaler.std() if args.norm_reward else args.reward_scale
             infos = rollout(vecenv, policy, experience, stats, args.gamma, scale, args.reward_clamp, device, timers)
 
@@ -762,10 +759,10 @@ def train(args: Args) -> dict:
 
             # Every rank's episodes and Tetris stats, and whether any rank saw a Ctrl-C (torchrun).
             returns_, lengths, infos, stops = distributed.pool(world, *stats.pop(), infos, [stop.requested])
-            y, v = returns[experience.masks], experience.values[experience.masks]
-            explained_var = float("nan") if y.var() == 0 else (1 - (y - v).var() / y.var()).item()
             scalars = {f"losses/{key}": value.item() for key, value in losses.items()}
-            scalars.update({"losses/explained_variance": explained_var, "charts/learning_rate": lr})
+            explained_var = explained_variance(experience.values[experience.masks], returns[experience.masks])
+            scalars["losses/explained_variance"] = explained_var
+            scalars["charts/learning_rate"] = optimizer.param_groups[0]["lr"]
             scalars.update({"charts/prio_beta": beta, "charts/ent_coef": ent_coef})
             scalars.update({f"perf/{key}_time_frac": value / sum(timers.values()) for key, value in timers.items()})
             scalars["charts/SPS"] = progress.sps(global_step)
@@ -781,9 +778,7 @@ def train(args: Args) -> dict:
             if world.rank == 0 and (args.eval_freq and update % args.eval_freq == 0 or update == num_updates):
                 with progress.paused(), run.seeded_rng(args.seed + 10_000 + update, device):
                     result = evaluate(policy, args, args.eval_episodes, args.seed + 10_000 + update, device, obs_rms)
-                last_eval, eval_text = float(result["return"].mean()), describe_eval(result["return"])
-                writer.add_scalar("eval/return_mean", last_eval, global_step)
-                writer.add_scalar("eval/return_std", float(result["return"].std()), global_step)
+                last_eval, eval_text = log_eval(writer, result["return"], global_step)
             if writer is not None:
                 for tag, value in scalars.items():
                     writer.add_scalar(tag, value, global_step)
@@ -801,25 +796,14 @@ def train(args: Args) -> dict:
     except WorkerError as e:  # an env worker died; the network is intact, so keep what it learned
         raise run.worker_lost(e, checkpoint, completed) from None
     except RuntimeError as e:  # torchrun: another rank died in a collective; rank 0 saves what was learned
-        if world.size == 1:
-            raise
         raise run.rank_lost(e, world, checkpoint, completed) from None
     finally:
-        vecenv.close()
-        if writer is not None:
-            writer.close()
-        distributed.leave_world(world)
+        run.close(world, vecenv, writer)  # the envs and their workers, the writer, the torchrun group
     checkpoint.save(completed, final=True)  # fails with one line naming the checkpoint that was kept
-    if world.rank == 0 and interrupted:
-        print(f"interrupted at step {checkpoint.saved_step:,}: saved {checkpoint.path}, envs closed; "
-              f"continue with --resume {checkpoint.path}", flush=True)  # fmt: skip
-    elif world.rank == 0:
-        print(f"done: {progress.summary(completed * update_size)}, {eval_text}; saved {checkpoint.path}", flush=True)
-    return dict(
-        global_step=completed * update_size, update=completed, sps=progress.sps(completed * update_size),
-        run_dir=run_dir, checkpoint=checkpoint.path, interrupted=interrupted, policy=policy, args=args,
-        obs_rms=obs_rms, episode_stats=episode_means, tetris_stats=tetris,
-    )  # fmt: skip
+    if world.rank == 0:
+        print_end(interrupted, checkpoint, progress, completed * update_size, eval_text)
+    extra = dict(policy=policy, args=args, obs_rms=obs_rms, episode_stats=episode_means, tetris_stats=tetris)
+    return run.summary(checkpoint, progress, completed, interrupted, **extra)
 
 
 def main(argv=None) -> None:

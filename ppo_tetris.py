@@ -18,7 +18,6 @@ Where it departs from the CleanRL-style PPO-on-PufferLib-Tetris walkthrough it s
 """
 
 import dataclasses
-import os
 import time
 from dataclasses import dataclass
 from typing import Literal, Optional
@@ -29,8 +28,7 @@ import torch.nn as nn
 from torch.distributions import Categorical
 
 from common import distributed, run
-from common.checkpoint import RunCheckpoint
-from common.logs import Progress, announce, describe_eval, make_run_name, make_writer
+from common.logs import Progress, announce, log_eval, make_run_name, print_end, report
 from common.tetris import Tetris, make_tetris_vecenv, merge_infos, watch
 from common.vector import WorkerError
 
@@ -92,23 +90,11 @@ DEFAULT_TOTAL_TIMESTEPS = 40_000_000
 
 def validate_args(args: Args) -> None:
     """Bad flags fail here, before any env or network is built, naming the flag to change."""
-    for flag, value in [
-        ("--num-envs", args.num_envs),
-        ("--num-workers", args.num_workers),
-        ("--num-steps", args.num_steps),
-        ("--num-minibatches", args.num_minibatches),
-        ("--update-epochs", args.update_epochs),
-        ("--max-ticks", args.max_ticks),
-    ]:
-        if value < 1:
-            raise ValueError(f"{flag} must be at least 1 (got {value})")
-    for flag, value in [
-        ("--learning-rate", args.learning_rate),
-        ("--clip-coef", args.clip_coef),
-        ("--render-fps", args.render_fps),
-    ]:
-        if value <= 0:
-            raise ValueError(f"{flag} must be positive (got {value})")
+    run.check_flags(
+        args,
+        at_least_one="num_envs num_workers num_steps num_minibatches update_epochs max_ticks",
+        positive="learning_rate clip_coef render_fps",
+    )
     if args.num_envs % args.num_workers:
         raise ValueError(f"--num-envs {args.num_envs} must be divisible by --num-workers {args.num_workers}")
     if (args.num_envs * args.num_steps) % args.num_minibatches:
@@ -261,6 +247,13 @@ def ppo_loss(
     return loss, pg_loss, v_loss, entropy_mean, approx_kl, clipfrac
 
 
+def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
+    """1 - Var(returns - values) / Var(returns): how much of the returns' spread the value function predicts (1: all,
+    0: no better than a constant; NaN when the returns do not vary)."""
+    var_returns = returns.var()
+    return float("nan") if var_returns == 0 else (1 - (returns - values).var() / var_returns).item()
+
+
 def play(agent: Agent, episodes: int, seed: int, max_ticks: int, device: torch.device) -> dict:
     """Plays `episodes` games, sampling from the policy as in training; arrays of per-game stats.
     One single-game Tetris per episode with log_interval=1: its info on the last step holds that game's stats."""
@@ -293,7 +286,7 @@ def evaluate_checkpoint(args: Args) -> dict:
         return watch(act, args.seed + 10_000, args.max_ticks, args.render_fps)
     stats = play(agent, args.eval_episodes, args.seed + 10_000, args.max_ticks, device)
     games = args.eval_episodes
-    run.report(f"{args.eval_checkpoint} (step {ckpt['global_step']:,}), {games} game{'s' if games > 1 else ''}:", stats)
+    report(f"{args.eval_checkpoint} (step {ckpt['global_step']:,}), {games} game{'s' if games > 1 else ''}:", stats)
     return stats
 
 
@@ -317,7 +310,6 @@ def train(args: Args) -> dict:
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
     torch.set_num_threads(args.torch_threads or 1)
-
     # The run in whole updates; a resumed run goes on from its saved update, weights and schedule.
     batch_size = args.num_envs * args.num_steps  # per rank
     minibatch_size = batch_size // args.num_minibatches
@@ -331,13 +323,9 @@ def train(args: Args) -> dict:
         start_update, run_name = resumed["update"] + 1, resumed["run_name"]
     if world.size > 1:  # torchrun: rank 0's weights and run name on every rank
         run_name = distributed.join_ranks(world, agent, run_name, seed + start_update)
-    run_dir = os.path.join("runs", run_name)
-    writer = make_writer(run_dir, args) if world.rank == 0 else None  # rank 0 alone logs, evaluates and saves
-    checkpoint = RunCheckpoint(
-        os.path.join(run_dir, "ppo_tetris.pt"), update_size, world.rank == 0, resumed and resumed["global_step"],
-        script="ppo_tetris", args=dataclasses.asdict(args), run_name=run_name, lr_anchor=lr_anchor,
-        world_size=world.size, model=agent, optimizer=optimizer, obs_dim=obs_dim, num_actions=num_actions,
-    )  # fmt: skip
+    # What each checkpoint holds besides the flags and the step (objects: their state_dict() at each save).
+    saved = dict(lr_anchor=lr_anchor, model=agent, optimizer=optimizer, obs_dim=obs_dim, num_actions=num_actions)
+    writer, checkpoint = run.open_run("ppo_tetris", args, run_name, update_size, world, resumed, **saved)
     if world.rank == 0:
         describe = f"{args.num_envs} games, {args.backend}"
         announce(run_name, describe, start_update, num_updates, update_size, world, device, args.total_timesteps)
@@ -398,8 +386,6 @@ def train(args: Args) -> dict:
 
             # Every rank's games and env time, and whether any rank saw a Ctrl-C (torchrun).
             infos, env_times, stops = distributed.pool(world, infos, [timers["env"]], [stop.requested])
-            var_y = b_returns.var()
-            explained_var = float("nan") if var_y == 0 else (1 - (b_returns - b_values).var() / var_y).item()
             steps_per_rank = (global_step - progress.start_step) / len(env_times)
             scalars = {
                 "charts/learning_rate": optimizer.param_groups[0]["lr"],
@@ -409,7 +395,7 @@ def train(args: Args) -> dict:
                 "losses/entropy": entropy_mean.item(),
                 "losses/approx_kl": approx_kl.item(),
                 "losses/clipfrac": clipfrac.item(),
-                "losses/explained_variance": explained_var,
+                "losses/explained_variance": explained_variance(b_values, b_returns),
                 "losses/grad_norm": grad_norm.item(),
                 "perf/env_SPS": sum(steps_per_rank / env_time for env_time in env_times),
                 **{f"perf/{key}_time_frac": value / sum(timers.values()) for key, value in timers.items()},
@@ -422,9 +408,7 @@ def train(args: Args) -> dict:
             if world.rank == 0 and (args.eval_freq and update % args.eval_freq == 0 or update == num_updates):
                 with progress.paused(), run.seeded_rng(args.seed + 10_000 + update, device):
                     stats = play(agent, args.eval_episodes, args.seed + 10_000 + update, args.max_ticks, device)
-                last_eval, eval_text = float(stats["return"].mean()), describe_eval(stats["return"])
-                writer.add_scalar("eval/return_mean", last_eval, global_step)
-                writer.add_scalar("eval/return_std", float(stats["return"].std()), global_step)
+                last_eval, eval_text = log_eval(writer, stats["return"], global_step)
             if writer is not None:
                 for tag, value in scalars.items():
                     writer.add_scalar(tag, value, global_step)
@@ -442,26 +426,15 @@ def train(args: Args) -> dict:
     except WorkerError as e:  # an env worker died; the network is intact, so keep what it learned
         raise run.worker_lost(e, checkpoint, completed) from None
     except RuntimeError as e:  # torchrun: another rank died in a collective; rank 0 saves what was learned
-        if world.size == 1:
-            raise
         raise run.rank_lost(e, world, checkpoint, completed) from None
     finally:
-        envs.close()
-        if writer is not None:
-            writer.close()
-        distributed.leave_world(world)
+        run.close(world, envs, writer)  # the envs and their workers, the writer, the torchrun group
     checkpoint.save(completed, final=True)  # fails with one line naming the checkpoint that was kept
-    if world.rank == 0 and interrupted:
-        print(f"interrupted at step {checkpoint.saved_step:,}: saved {checkpoint.path}, envs closed; "
-              f"continue with --resume {checkpoint.path}", flush=True)  # fmt: skip
-    elif world.rank == 0:
-        print(f"done: {progress.summary(completed * update_size)}, {eval_text}; saved {checkpoint.path}", flush=True)
+    if world.rank == 0:
+        print_end(interrupted, checkpoint, progress, completed * update_size, eval_text)
     steps = completed * update_size - progress.start_step
-    return dict(
-        global_step=completed * update_size, update=completed, sps=progress.sps(completed * update_size),
-        run_dir=run_dir, checkpoint=checkpoint.path, interrupted=interrupted, policy=agent, episode_stats=recent,
-        timers=timers, env_sps=steps / max(timers["env"], 1e-9),
-    )  # fmt: skip
+    extra = dict(policy=agent, episode_stats=recent, timers=timers, env_sps=steps / max(timers["env"], 1e-9))
+    return run.summary(checkpoint, progress, completed, interrupted, **extra)
 
 
 def main(argv=None) -> None:

@@ -1,7 +1,6 @@
-"""What every script shares and none of them is about: env construction (envs.py, vector.py, tetris.py,
-normalize.py), logging (logs.py), and the run's plumbing (run.py: resume, checkpoints, evaluation timing, Ctrl-C
-and exit codes, the command line; distributed.py: torchrun; checkpoint.py: atomic files and clear errors).
-
-The reinforcement learning (networks, rollouts, advantages, sampling, losses, the update loop) deliberately does
-*not* live here: each script holds its own, so one file is the whole algorithm. docs/design.md has the map.
+"""What every script shares and none of them is about: env construction (gym_envs.py, puffer_envs.py, tetris.py,
+vector.py, normalize.py), logging (logs.py), and the run's plumbing as plain functions that train() calls (run.py:
+flags, resume, the learning-rate schedule, Ctrl-C and exit codes; distributed.py: torchrun; checkpoint.py: atomic
+files and clear errors). The learning and the training loop itself deliberately do *not* live here: each script's
+train() holds its own, so one file is the whole algorithm. docs/design.md has the map.
 """

@@ -72,12 +72,6 @@ def gather(world: World, local):
     return everyone
 
 
-def broadcast_parameters(module: torch.nn.Module) -> None:
-    """Rank 0's weights on every rank, whatever each rank's initialization or device did."""
-    for tensor in module.state_dict().values():
-        dist.broadcast(tensor, src=0)
-
-
 def allreduce_gradients(world: World, params, loss: torch.Tensor, *extras: torch.Tensor, update: int, step: int):
     """After backward: under torchrun, the gradients averaged over the ranks, with a non-finite-loss flag and
     `extras` (e.g. approx_kl) averaged in the same message, so every rank takes the same branches. A non-finite
@@ -103,7 +97,8 @@ def pool(world: World, *lists):
 def join_ranks(world: World, model: torch.nn.Module, run_name: str, seed: int) -> str:
     """Under torchrun: rank 0's weights and run name on every rank, and each rank other than 0 its own stream of
     actions and minibatch orders (rank 0 keeps a one-process run's). Returns the run name."""
-    broadcast_parameters(model)
+    for tensor in model.state_dict().values():
+        dist.broadcast(tensor, src=0)
     if world.rank != 0:
         torch.manual_seed(seed)
     return gather(world, run_name)[0]

@@ -86,7 +86,14 @@ def make_gym_vector_env(env_id: str, num_envs: int, actions=(gym.spaces.Discrete
     one-hot); `actions` are the action space types the caller can act in."""
     if num_envs < 1:
         raise ValueError(f"--num-envs must be at least 1 (got {num_envs})")
-    check_gym_env(env_id, "is not a registered Gymnasium env", actions=actions, flatten=True)
+    observation_space, action_space = check_gym_env(env_id, "is not a registered Gymnasium env")
+    check_observation_space(observation_space, env_id)
+    vector_box = not isinstance(action_space, gym.spaces.Box) or len(action_space.shape) == 1
+    if not (isinstance(action_space, actions) and vector_box):
+        names = ", ".join(kind.__name__ for kind in actions)
+        raise ValueError(
+            f"--env-id {env_id}: action space {action_space} is not supported; this script acts in {names}"
+        )
     return SameStepVectorEnv([functools.partial(make_flat_env, env_id) for _ in range(num_envs)])
 
 
@@ -123,9 +130,9 @@ def check_observation_space(space, env_id: str) -> None:
             )
 
 
-def check_gym_env(env_id: str, unknown: str, kwargs=None, actions=(gym.spaces.Discrete,), flatten=False) -> None:
-    """A registered id that builds, with observations this script takes (flat Box, or with `flatten` any
-    flattenable space) and actions of one of the `actions` types; else a one-line error."""
+def check_gym_env(env_id: str, unknown: str, kwargs=None) -> tuple:
+    """(observation space, action space) of a registered id that builds with `kwargs`; else a one-line error
+    (`unknown` says what else --env-id may be)."""
     try:
         gym.spec(env_id)
     except gym.error.Error:
@@ -137,28 +144,7 @@ def check_gym_env(env_id: str, unknown: str, kwargs=None, actions=(gym.spaces.Di
     except TypeError as e:  # keyword arguments the env does not take
         raise ValueError(f"--env-kwargs: {env_id} refused them ({e})") from None
     probe.close()
-    if flatten:
-        check_observation_space(probe.observation_space, env_id)
-        action = probe.action_space
-        if isinstance(action, actions) and not (isinstance(action, gym.spaces.Box) and len(action.shape) != 1):
-            return
-        names = ", ".join(kind.__name__ for kind in actions)
-        raise ValueError(f"--env-id {env_id}: action space {action} is not supported; this script acts in {names}")
-    require_box_obs_discrete_actions(probe.observation_space, probe.action_space, env_id)
-
-
-def require_box_obs_discrete_actions(observation_space, action_space, env_id: str) -> None:
-    """ppo_puffer_async.py takes flat Box observations and Discrete actions; say so early otherwise."""
-    if not isinstance(action_space, gym.spaces.Discrete):
-        raise ValueError(
-            f"--env-id {env_id}: action space {action_space} is not supported; "
-            "this script needs Discrete actions (e.g. CartPole-v1, Acrobot-v1, LunarLander-v3)"
-        )
-    if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 1:
-        raise ValueError(
-            f"--env-id {env_id}: observation space {observation_space} is not supported; "
-            "this script needs a flat (1-D) Box observation"
-        )
+    return probe.observation_space, probe.action_space
 
 
 def finished_episodes(infos: dict):

@@ -48,8 +48,20 @@ def announce(run_name: str, describe: str, start_update: int, num_updates: int, 
         )
 
 
-def describe_eval(returns) -> str:
-    return f"eval return {returns.mean():.2f} +/- {returns.std():.2f} ({len(returns)} episodes)"
+def log_eval(writer, returns, step: int):
+    """An evaluation's eval/return_mean and eval/return_std at `step`; (the mean, a line for the console)."""
+    writer.add_scalar("eval/return_mean", float(returns.mean()), step)
+    writer.add_scalar("eval/return_std", float(returns.std()), step)
+    return float(returns.mean()), f"eval return {returns.mean():.2f} +/- {returns.std():.2f} ({len(returns)} episodes)"
+
+
+def print_end(interrupted: bool, checkpoint, progress, step: int, eval_text: str) -> None:
+    """The run's last line: how to resume after Ctrl-C, or what the finished run reached."""
+    if interrupted:
+        path = checkpoint.path
+        print(f"interrupted at step {step:,}: saved {path}, envs closed; continue with --resume {path}", flush=True)
+    else:
+        print(f"done: {progress.summary(step)}, {eval_text}; saved {checkpoint.path}", flush=True)
 
 
 class Progress:
@@ -95,3 +107,10 @@ class Progress:
 
 def format_field(key: str, value) -> str:
     return f"{key} {value:.3g}" if isinstance(value, float) else f"{key} {value}"
+
+
+def report(title: str, stats: dict) -> None:
+    """An evaluation's per-episode stats as mean +/- std, one line each (no spread for one episode)."""
+    print(title)
+    for key, values in stats.items():
+        print(f"  {key:<14} {values.mean():10.2f}" + (f" +/- {values.std():.2f}" if len(values) > 1 else ""))

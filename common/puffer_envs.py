@@ -12,7 +12,7 @@ import numpy as np
 import pufferlib.emulation
 
 from common import vector
-from common.gym_envs import check_gym_env, require_box_obs_discrete_actions
+from common.gym_envs import check_gym_env
 from common.normalize import RunningMeanStd, normalize_obs
 from common.tetris import Tetris, tetris_sharing_final_obs
 
@@ -132,6 +132,20 @@ def pettingzoo_maker(env_id: str, env_kwargs: dict):
     return make
 
 
+def require_box_obs_discrete_actions(observation_space, action_space, env_id: str) -> None:
+    """ppo_puffer_async.py takes flat Box observations and Discrete actions; say so early otherwise."""
+    if not isinstance(action_space, gym.spaces.Discrete):
+        raise ValueError(
+            f"--env-id {env_id}: action space {action_space} is not supported; "
+            "this script needs Discrete actions (e.g. CartPole-v1, Acrobot-v1, LunarLander-v3)"
+        )
+    if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 1:
+        raise ValueError(
+            f"--env-id {env_id}: observation space {observation_space} is not supported; "
+            "this script needs a flat (1-D) Box observation"
+        )
+
+
 def _pettingzoo_env(make, buf=None, seed=0):
     """One PettingZoo parallel env (built by `make()`) through pufferlib.emulation: its agents are rows of the
     buffers, absent agents are masked, and, as with Gymnasium envs, an episode end is followed by a reset
@@ -190,12 +204,11 @@ def make_puffer_vecenv(
     elif env_id in MEMORY_ENVS:
         creators, args, kwargs = _gymnasium_env, [MEMORY_ENVS[env_id]], {}
     else:
-        check_gym_env(
-            env_id,
+        unknown = (
             "is unknown: use tetris, mpe-spread, cartpole-novel, repeat-previous-easy, a registered "
-            "Gymnasium id such as CartPole-v1, or a PettingZoo module such as mpe2.simple_reference_v3",
-            kwargs,
+            "Gymnasium id such as CartPole-v1, or a PettingZoo module such as mpe2.simple_reference_v3"
         )
+        require_box_obs_discrete_actions(*check_gym_env(env_id, unknown, kwargs), env_id)
         creators, args, kwargs = (
             _gymnasium_env,
             [functools.partial(gym.make, env_id, disable_env_checker=True, **kwargs)],

@@ -1,27 +1,15 @@
-"""The plumbing of a training run, written once: plain functions each script's train() calls where a reader sees
-the call. None of them decides when a run saves, logs, moves its learning rate or stops; those are lines of the
-script's train(), which reads as CleanRL's loop with our additions:
+"""The plumbing of a training run, written once: plain functions a script's train() calls where a reader sees the
+call. None of them decides when a run saves, logs, moves its learning rate or stops: those are lines of train(),
+CleanRL's loop with resume, checkpoints, evaluation, Ctrl-C and torchrun added (see any script's train()).
 
-    world, device = init_world(...)                  # one process, or a rank of a torchrun job (distributed.py)
-    args, resumed = flags(args, script, world)   # --resume: the saved run's flags, and its state as data
-    ... seeding, envs, network, optimizer ...
-    num_updates = count_updates(...)                 # whole updates; a resume must add one
-    lr_anchor = schedule_anchor(...)                 # where the learning-rate line starts from
-    if resumed: restore(resumed, ...)                # weights, optimizer, statistics, RNG
-    try:
-        for update in range(start_update, num_updates + 1):
-            lr = annealed_lr(lr_anchor, step, end_step)
-            ... rollout, advantages, update, scalars to the writer, evaluation ...
-            if args.checkpoint_freq and update % args.checkpoint_freq == 0: checkpoint.save(...)
-    except KeyboardInterrupt: ...                    # save, say how to resume; main() exits 130
-
-Exits (main()): 0 when done, 130 after Ctrl-C (128 + SIGINT, the shell's convention, so a calling script can tell
-a stopped run from a finished one), 1 with one line for bad flags, a non-finite loss, a dead worker or rank, or a
+main() exits 0 when done, 130 after Ctrl-C (128 + SIGINT, the shell's convention, so a calling script can tell a
+stopped run from a finished one), 1 with one line for bad flags, a non-finite loss, a dead worker or rank, or a
 failed final save.
 """
 
 import contextlib
 import dataclasses
+import os
 import sys
 from dataclasses import dataclass
 from typing import Literal, Optional
@@ -30,6 +18,8 @@ import torch
 import tyro
 
 from common.checkpoint import RunCheckpoint, SaveError, load_run_checkpoint
+from common.distributed import leave_world
+from common.logs import make_writer
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 # What main() turns into "error: <one line>" and exit 1 (a dead env worker's WorkerError too, in the scripts
@@ -90,32 +80,20 @@ def check_flags(args, at_least_one="", positive="", positive_or_none="", non_neg
 
 def check_run_flags(args) -> None:
     """The flags every script shares; one line naming the flag otherwise."""
-    eval_episodes = getattr(args, "eval_episodes", 1)
-    problems = [
-        (
-            args.torch_threads is not None and args.torch_threads < 1,
-            f"--torch-threads must be at least 1 (got {args.torch_threads})",
-        ),
-        (args.checkpoint_freq < 0, f"--checkpoint-freq must be >= 0 (got {args.checkpoint_freq})"),
-        ((args.eval_freq or 0) < 0, f"--eval-freq must be >= 0 (got {args.eval_freq})"),
-        (eval_episodes < 1, f"--eval-episodes must be at least 1 (got {eval_episodes})"),
-        (
-            args.total_timesteps is not None and args.total_timesteps < 1,
-            f"--total-timesteps must be positive (got {args.total_timesteps})",
-        ),
-        (
-            bool(args.resume and args.eval_checkpoint),
-            "--resume and --eval-checkpoint exclude each other: pass "
-            "--eval-checkpoint alone to evaluate a checkpoint, or --resume alone to train it further",
-        ),
-        (
-            getattr(args, "render", False) and not args.eval_checkpoint,
-            "--render needs --eval-checkpoint PATH (the agent to watch)",
-        ),
-    ]
-    for failed, message in problems:
-        if failed:
-            raise ValueError(message)
+    check_flags(args, at_least_one="eval_episodes", non_negative="checkpoint_freq")
+    if (args.eval_freq or 0) < 0:
+        raise ValueError(f"--eval-freq must be >= 0 (got {args.eval_freq})")
+    if args.torch_threads is not None and args.torch_threads < 1:
+        raise ValueError(f"--torch-threads must be at least 1 (got {args.torch_threads})")
+    if args.total_timesteps is not None and args.total_timesteps < 1:
+        raise ValueError(f"--total-timesteps must be positive (got {args.total_timesteps})")
+    if args.resume and args.eval_checkpoint:
+        raise ValueError(
+            "--resume and --eval-checkpoint exclude each other: pass --eval-checkpoint alone to evaluate a "
+            "checkpoint, or --resume alone to train it further"
+        )
+    if getattr(args, "render", False) and not args.eval_checkpoint:
+        raise ValueError("--render needs --eval-checkpoint PATH (the agent to watch)")
 
 
 def saved_args(Args, ckpt: dict, flag: str, path: str):
@@ -221,6 +199,26 @@ def seeded_rng(seed: int, device: torch.device):
         yield
 
 
+def open_run(script: str, args, run_name: str, update_size: int, world, resumed=None, **entries):
+    """The run's directory runs/<run_name>/: its TensorBoard writer (rank 0 alone logs; None elsewhere) with the
+    flags as text, and its checkpoint file, <script>.pt, which holds `entries` (the network, the optimizer,
+    statistics: read at each save) with the flags, the run's name and how many ranks it has."""
+    run_dir = os.path.join("runs", run_name)
+    writer = make_writer(run_dir, args) if world.rank == 0 else None
+    checkpoint = RunCheckpoint(
+        os.path.join(run_dir, f"{script}.pt"),
+        update_size,
+        main=world.rank == 0,
+        saved_step=resumed["global_step"] if resumed is not None else None,
+        script=script,
+        args=dataclasses.asdict(args),
+        run_name=run_name,
+        world_size=world.size,
+        **entries,
+    )
+    return writer, checkpoint
+
+
 def worker_lost(error: Exception, checkpoint: RunCheckpoint, update: int) -> Exception:
     """An env worker died: the network is intact, so the run is saved as of `update`; the error to raise, with
     where the checkpoint is and how to go on."""
@@ -228,9 +226,11 @@ def worker_lost(error: Exception, checkpoint: RunCheckpoint, update: int) -> Exc
     return type(error)(f"{error}; {checkpoint.resume_hint()}") if checkpoint.main else error
 
 
-def rank_lost(error: Exception, world, checkpoint: RunCheckpoint, update: int) -> ConnectionError:
+def rank_lost(error: RuntimeError, world, checkpoint: RunCheckpoint, update: int) -> Exception:
     """Under torchrun another rank died in a collective: rank 0 saves the run as of `update`; the one-line error
-    to raise (torchrun's own report names the rank that failed)."""
+    to raise (torchrun's own report names the rank that failed). In one process: `error` itself, a bug to see."""
+    if world.size == 1:
+        return error
     checkpoint.save(update, final=True)
     return ConnectionError(
         f"rank {world.rank} of {world.size}: lost the other ranks in a collective "
@@ -239,40 +239,38 @@ def rank_lost(error: Exception, world, checkpoint: RunCheckpoint, update: int) -
     )
 
 
+def summary(checkpoint: RunCheckpoint, progress, update: int, interrupted: bool, **extra) -> dict:
+    """What train() returns: where the run stopped and how, plus `extra` (e.g. the policy), for tests and notebooks."""
+    step = update * checkpoint.update_size
+    return dict(global_step=step, update=update, sps=progress.sps(step), run_dir=os.path.dirname(checkpoint.path),
+                checkpoint=checkpoint.path, interrupted=interrupted, **extra)  # fmt: skip
+
+
+def close(world, envs, writer) -> None:
+    """However the run ends: the envs (and their worker processes), the writer, and under torchrun the process
+    group (after a clean end every rank waits for the others first)."""
+    envs.close()
+    if writer is not None:
+        writer.close()
+    leave_world(world)
+
+
 # ----- evaluating a checkpoint, and the command line -----
 
 
-def open_checkpoint(
-    script: str,
-    Args,
-    args,
-    required: tuple = (),
-    keep=(
-        "seed",
-        "device",
-        "torch_threads",
-        "eval_episodes",
-        "eval_actions",
-        "render",
-        "render_fps",
-        "eval_checkpoint",
-    ),
-):
+# What --eval-checkpoint takes from its own command line; every other flag is the saved run's.
+EVAL_FLAGS = "seed device torch_threads eval_episodes eval_actions render render_fps eval_checkpoint".split()
+
+
+def open_checkpoint(script: str, Args, args, required: tuple = ()):
     """--eval-checkpoint: (the checkpoint, its run's flags with this command's evaluation flags, device)."""
     check_run_flags(args)
     ckpt = load_run_checkpoint(args.eval_checkpoint, script, "--eval-checkpoint", resume=False, required=required)
     saved = saved_args(Args, ckpt, "--eval-checkpoint", args.eval_checkpoint)
-    saved = dataclasses.replace(saved, **{key: getattr(args, key) for key in keep if hasattr(args, key)})
+    saved = dataclasses.replace(saved, **{key: getattr(args, key) for key in EVAL_FLAGS if hasattr(args, key)})
     torch.set_num_threads(saved.torch_threads or 1)
     torch.manual_seed(saved.seed + 10_000)  # sampled actions: the same evaluation every time
     return ckpt, saved, resolve_device(saved.device)
-
-
-def report(title: str, stats: dict) -> None:
-    """An evaluation's per-episode stats as mean +/- std, one line each (no spread for one episode)."""
-    print(title)
-    for key, values in stats.items():
-        print(f"  {key:<14} {values.mean():10.2f}" + (f" +/- {values.std():.2f}" if len(values) > 1 else ""))
 
 
 def env_id_in(argv, default: str) -> str:
