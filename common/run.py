@@ -66,27 +66,24 @@ def resolve_device(name: str) -> torch.device:
 
 def check_flags(args, at_least_one="", positive="", positive_or_none="", non_negative="") -> None:
     """One line naming the flag unless each flag named in `at_least_one` is >= 1, in `positive` > 0, in
-    `positive_or_none` None or > 0, and in `non_negative` >= 0 (names as in Args, space-separated)."""
+    `positive_or_none` None or > 0, and in `non_negative` >= 0 (names as in Args, space-separated). A flag left
+    at None (its default for the env, filled in later) passes."""
     for names, bad, need in [
         (at_least_one, lambda v: v < 1, "at least 1"),
         (positive, lambda v: v <= 0, "positive"),
-        (positive_or_none, lambda v: v is not None and v <= 0, "positive, or left out"),
+        (positive_or_none, lambda v: v <= 0, "positive, or left out"),
         (non_negative, lambda v: v < 0, ">= 0"),
     ]:
         for name in names.split():
-            if bad(getattr(args, name)):
+            if getattr(args, name) is not None and bad(getattr(args, name)):
                 raise ValueError(f"--{name.replace('_', '-')} must be {need} (got {getattr(args, name)})")
 
 
 def check_run_flags(args) -> None:
     """The flags every script shares; one line naming the flag otherwise."""
-    check_flags(args, at_least_one="eval_episodes", non_negative="checkpoint_freq")
-    if (args.eval_freq or 0) < 0:
-        raise ValueError(f"--eval-freq must be >= 0 (got {args.eval_freq})")
-    if args.torch_threads is not None and args.torch_threads < 1:
-        raise ValueError(f"--torch-threads must be at least 1 (got {args.torch_threads})")
-    if args.total_timesteps is not None and args.total_timesteps < 1:
-        raise ValueError(f"--total-timesteps must be positive (got {args.total_timesteps})")
+    check_flags(
+        args, "eval_episodes torch_threads", positive="total_timesteps", non_negative="checkpoint_freq eval_freq"
+    )
     if args.resume and args.eval_checkpoint:
         raise ValueError(
             "--resume and --eval-checkpoint exclude each other: pass --eval-checkpoint alone to evaluate a "
