@@ -18,6 +18,7 @@ back in; importance weights are normalized and beta reaches 1; --lstm rows repla
 """
 
 import dataclasses
+import os
 import time
 from dataclasses import dataclass
 from typing import Literal, Optional
@@ -28,9 +29,9 @@ import torch.nn as nn
 from torch.distributions import Categorical
 
 from common import distributed, run
-from common.logs import Progress, announce, log_eval, make_run_name, print_end, report
+from common.logs import Progress, announce, log_eval, make_run_name, print_end, report, save_video, video_paths
 from common.normalize import RewardScaler, RunningMeanStd
-from common.puffer_envs import NormalizedObservations, is_pettingzoo, make_puffer_vecenv
+from common.puffer_envs import MEMORY_ENVS, NormalizedObservations, first_env_frame, is_pettingzoo, make_puffer_vecenv
 from common.tetris import merge_infos, watch
 from common.vector import WorkerError
 
@@ -178,6 +179,8 @@ def validate_args(args: Args, num_agents: Optional[int] = None) -> None:
         raise ValueError("--burn-in and --tbptt apply to the LSTM: add --lstm")
     if not 0 <= args.prio_beta0 <= 1:
         raise ValueError(f"--prio-beta0 must be in [0, 1] (got {args.prio_beta0})")
+    if (args.capture_video or args.gif) and (is_pettingzoo(args.env_id) or args.env_id in MEMORY_ENVS):
+        raise ValueError(f"--capture-video and --gif record Tetris and Gymnasium envs, not {args.env_id}: drop them")
     if args.backend == "Serial" and args.num_workers != 1:
         raise ValueError(f"--num-workers {args.num_workers} needs --backend Multiprocessing (Serial steps in-process)")
     if num_agents is None:
@@ -603,13 +606,15 @@ def choose(logits: torch.Tensor, eval_actions: str) -> torch.Tensor:
     return logits.argmax(-1) if eval_actions == "greedy" else sample_actions(logits)[0]
 
 
-def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device, obs_rms=None) -> dict:
+def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device, obs_rms=None, videos=()) -> dict:
     """Plays until every agent of a fresh in-process env has finished one episode; per-agent returns and
     lengths of those first episodes (Tetris: `episodes` games; mpe-spread: `episodes` envs of 3 agents),
-    observations scaled by the training's statistics, frozen. Tetris's stats: means over all games ended."""
-    vecenv = make_puffer_vecenv(args.env_id, episodes, seed, args.max_ticks, log_interval=1, env_kwargs=args.env_kwargs)
+    observations scaled by the training's statistics, frozen. Tetris's stats: means over all games ended.
+    `videos`: paths (.mp4, .gif) to record the first episode to; recording changes nothing that is played."""
+    env = dict(env_kwargs=args.env_kwargs, render=bool(videos))
+    vecenv = make_puffer_vecenv(args.env_id, episodes, seed, args.max_ticks, log_interval=1, **env)
     vecenv = NormalizedObservations(vecenv, obs_rms, frozen=True) if obs_rms is not None else vecenv
-    stats, infos = EpisodeStats(vecenv.num_agents, vecenv.autoreset), []
+    stats, infos, frames, fps = EpisodeStats(vecenv.num_agents, vecenv.autoreset), [], [], 10
     first_return, first_length = np.full(vecenv.num_agents, np.nan), np.zeros(vecenv.num_agents)
     state = policy.initial_state(vecenv.num_agents, device)
     try:
@@ -622,12 +627,16 @@ def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device, obs_r
             for agent, ret, length in zip(ended, stats.returns[ended_before:], stats.lengths[ended_before:]):
                 if np.isnan(first_return[agent]):
                     first_return[agent], first_length[agent] = ret, length
+            if videos and np.isnan(first_return[0]):
+                frame, fps = first_env_frame(vecenv)
+                frames.append(frame)
             with torch.inference_mode():  # the LSTM state carried through each episode, reset as in training
                 if state is not None:
                     keep = torch.as_tensor(~starting, device=device).unsqueeze(-1)
                     state = tuple(x * keep for x in state)
                 logits, _, state = policy.step(torch.as_tensor(obs, device=device), state)
             vecenv.send(choose(logits, args.eval_actions).cpu().numpy().astype(np.int32))
+        save_video(frames, videos, fps)
     finally:
         vecenv.close()
     tetris = merge_infos(infos) if infos else {}
@@ -655,7 +664,9 @@ def evaluate_checkpoint(args: Args) -> dict:
 
         return watch(act, args.seed + 10_000, args.max_ticks, args.render_fps)
     obs_rms = RunningMeanStd.from_state(ckpt.get("obs_rms"))
-    stats = evaluate(policy, args, args.eval_episodes, args.seed + 10_000, device, obs_rms)
+    name = f"checkpoint-step{ckpt['global_step']}"
+    videos = video_paths(os.path.dirname(args.eval_checkpoint), name, args.capture_video, args.gif)
+    stats = evaluate(policy, args, args.eval_episodes, args.seed + 10_000, device, obs_rms, videos)
     episodes = f"{len(stats['return'])} episodes ({args.eval_actions} actions)"
     report(f"{args.eval_checkpoint} (step {ckpt['global_step']:,}), {episodes}:", stats)
     return stats
@@ -776,9 +787,12 @@ def train(args: Args) -> dict:
                 tetris = merge_infos(infos)
                 scalars.update({f"tetris/{key}": value for key, value in tetris.items()})
             if world.rank == 0 and (args.eval_freq and update % args.eval_freq == 0 or update == num_updates):
+                videos = video_paths(checkpoint.run_dir, f"eval-step{global_step}", args.capture_video)
                 with progress.paused(), run.seeded_rng(args.seed + 10_000 + update, device):
-                    result = evaluate(policy, args, args.eval_episodes, args.seed + 10_000 + update, device, obs_rms)
-                last_eval, eval_text = log_eval(writer, result["return"], global_step)
+                    result = evaluate(
+                        policy, args, args.eval_episodes, args.seed + 10_000 + update, device, obs_rms, videos
+                    )
+                last_eval, eval_text = log_eval(writer, result["return"], global_step, result.get("lines_deleted"))
             if writer is not None:
                 for tag, value in scalars.items():
                     writer.add_scalar(tag, value, global_step)

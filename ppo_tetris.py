@@ -18,6 +18,7 @@ Where it departs from the CleanRL-style PPO-on-PufferLib-Tetris walkthrough it s
 """
 
 import dataclasses
+import os
 import time
 from dataclasses import dataclass
 from typing import Literal, Optional
@@ -28,7 +29,7 @@ import torch.nn as nn
 from torch.distributions import Categorical
 
 from common import distributed, run
-from common.logs import Progress, announce, log_eval, make_run_name, print_end, report
+from common.logs import Progress, announce, log_eval, make_run_name, print_end, report, save_video, video_paths
 from common.tetris import Tetris, make_tetris_vecenv, merge_infos, watch
 from common.vector import WorkerError
 
@@ -254,12 +255,15 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
     return float("nan") if var_returns == 0 else (1 - (returns - values).var() / var_returns).item()
 
 
-def play(agent: Agent, episodes: int, seed: int, max_ticks: int, device: torch.device) -> dict:
+def play(agent: Agent, episodes: int, seed: int, max_ticks: int, device: torch.device, videos=()) -> dict:
     """Plays `episodes` games, sampling from the policy as in training; arrays of per-game stats.
-    One single-game Tetris per episode with log_interval=1: its info on the last step holds that game's stats."""
+    One single-game Tetris per episode with log_interval=1: its info on the last step holds that game's stats.
+    `videos`: paths (.mp4, .gif) to record the first game to, drawn by Tetris.frame; drawing changes no move."""
     games = [Tetris(num_envs=1, seed=seed + i, max_ticks=max_ticks, log_interval=1) for i in range(episodes)]
-    stats, active = [None] * episodes, list(range(episodes))
+    stats, active, frames = [None] * episodes, list(range(episodes)), []
     while active:
+        if videos and stats[0] is None:
+            frames.append(games[0].frame())
         obs = torch.as_tensor(np.concatenate([games[i].observations for i in active]), device=device)
         with torch.inference_mode():
             actions, _, _, _ = agent.get_action_and_value(obs)
@@ -268,6 +272,7 @@ def play(agent: Agent, episodes: int, seed: int, max_ticks: int, device: torch.d
             if terminated[0] or truncated[0]:
                 stats[i] = infos[0]
                 active.remove(i)
+    save_video(frames, videos, fps=10)
     keys = dict(ep_return="return", ep_length="length", lines_deleted="lines_deleted", score="score")
     return {name: np.array([s[key] for s in stats]) for key, name in keys.items()}
 
@@ -284,7 +289,9 @@ def evaluate_checkpoint(args: Args) -> dict:
             return agent.get_action_and_value(torch.as_tensor(obs, device=device))[0].cpu().numpy()
 
         return watch(act, args.seed + 10_000, args.max_ticks, args.render_fps)
-    stats = play(agent, args.eval_episodes, args.seed + 10_000, args.max_ticks, device)
+    name = f"checkpoint-step{ckpt['global_step']}"
+    videos = video_paths(os.path.dirname(args.eval_checkpoint), name, args.capture_video, args.gif)
+    stats = play(agent, args.eval_episodes, args.seed + 10_000, args.max_ticks, device, videos)
     games = args.eval_episodes
     report(f"{args.eval_checkpoint} (step {ckpt['global_step']:,}), {games} game{'s' if games > 1 else ''}:", stats)
     return stats
@@ -406,9 +413,10 @@ def train(args: Args) -> dict:
                 scalars["charts/episodic_length"] = recent["ep_length"]
                 scalars.update({f"tetris/{key}": value for key, value in recent.items()})
             if world.rank == 0 and (args.eval_freq and update % args.eval_freq == 0 or update == num_updates):
+                videos = video_paths(checkpoint.run_dir, f"eval-step{global_step}", args.capture_video)
                 with progress.paused(), run.seeded_rng(args.seed + 10_000 + update, device):
-                    stats = play(agent, args.eval_episodes, args.seed + 10_000 + update, args.max_ticks, device)
-                last_eval, eval_text = log_eval(writer, stats["return"], global_step)
+                    stats = play(agent, args.eval_episodes, args.seed + 10_000 + update, args.max_ticks, device, videos)
+                last_eval, eval_text = log_eval(writer, stats["return"], global_step, stats["lines_deleted"])
             if writer is not None:
                 for tag, value in scalars.items():
                     writer.add_scalar(tag, value, global_step)

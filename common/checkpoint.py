@@ -156,6 +156,7 @@ class RunCheckpoint:
 
     def __init__(self, path: str, update_size: int, main: bool = True, saved_step=None, **entries):
         self.path, self.update_size, self.main, self.saved_step = path, update_size, main, saved_step
+        self.run_dir = os.path.dirname(path)
         self.entries = entries
 
     def save(self, update: int, final: bool = False) -> None:

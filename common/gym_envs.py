@@ -7,6 +7,7 @@ already the next episode's first one, and the true last observation is in `info[
 which a learner needs to bootstrap `V(final_obs)` on time-limit truncation."""
 
 import functools
+import os
 
 import gymnasium as gym
 import numpy as np
@@ -80,10 +81,11 @@ class SameStepVectorEnv(gym.vector.VectorEnv):
             env.close()
 
 
-def make_gym_vector_env(env_id: str, num_envs: int, actions=(gym.spaces.Discrete,)) -> SameStepVectorEnv:
+def make_gym_vector_env(env_id: str, num_envs: int, actions=(gym.spaces.Discrete,), render_first=False):
     """`num_envs` copies of `env_id` stepped in this process, SAME_STEP autoreset, episode stats in info. Their
     observations are flattened into one float vector (Box of any shape, Dict in sorted key order, Discrete
-    one-hot); `actions` are the action space types the caller can act in."""
+    one-hot); `actions` are the action space types the caller can act in. `render_first`: env 0 renders
+    rgb_array frames (`envs.envs[0].render()`), for videos."""
     if num_envs < 1:
         raise ValueError(f"--num-envs must be at least 1 (got {num_envs})")
     observation_space, action_space = check_gym_env(env_id, "is not a registered Gymnasium env")
@@ -94,18 +96,31 @@ def make_gym_vector_env(env_id: str, num_envs: int, actions=(gym.spaces.Discrete
         raise ValueError(
             f"--env-id {env_id}: action space {action_space} is not supported; this script acts in {names}"
         )
-    return SameStepVectorEnv([functools.partial(make_flat_env, env_id) for _ in range(num_envs)])
+    makers = [functools.partial(make_flat_env, env_id, render=render_first and i == 0) for i in range(num_envs)]
+    return SameStepVectorEnv(makers)
 
 
-def make_flat_env(env_id: str) -> gym.Env:
-    """`env_id` with its observations flattened into a vector, unless they already are one. The passive env
-    checker re-validates every step's output; it is a debugging aid that costs ~20% of CartPole's stepping
-    time, so we leave it to gymnasium's check_env."""
-    env = gym.make(env_id, disable_env_checker=True)
+def make_flat_env(env_id: str, render=False) -> gym.Env:
+    """`env_id` with its observations flattened into a vector, unless they already are one; with `render`, its
+    frames as rgb_array. The passive env checker re-validates every step's output; it is a debugging aid that
+    costs ~20% of CartPole's stepping time, so we leave it to gymnasium's check_env."""
+    env = gym.make(env_id, disable_env_checker=True, **render_kwargs(env_id) if render else {})
     space = env.observation_space
     if isinstance(space, gym.spaces.Box) and len(space.shape) == 1:
         return env
     return gym.wrappers.FlattenObservation(env)
+
+
+def render_kwargs(env_id: str) -> dict:
+    """rgb_array frames; MuJoCo's at 320x240 (without a GPU it renders in software, ~80 ms a 480x480 frame), and
+    headless through EGL unless MUJOCO_GL says otherwise (needs libEGL: Debian's libegl1 and libegl-mesa0)."""
+    if "mujoco" not in str(gym.spec(env_id).entry_point):
+        if not os.environ.get("DISPLAY"):  # pygame draws classic control's frames; no window needed
+            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        return dict(render_mode="rgb_array")
+    if not os.environ.get("DISPLAY"):
+        os.environ.setdefault("MUJOCO_GL", "egl")
+    return dict(render_mode="rgb_array", width=320, height=240)
 
 
 def check_observation_space(space, env_id: str) -> None:

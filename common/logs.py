@@ -1,15 +1,19 @@
-"""Run names, TensorBoard writers and a console progress line, identical across scripts.
+"""Run names, TensorBoard writers, a console progress line, evaluation videos and GIFs, and Weights & Biases,
+identical across scripts.
 
-Every script logs to `runs/<env>__<script>__<seed>__<time>/` with CleanRL's scalar names, so runs of
-all three scripts compare in one `tensorboard --logdir runs`.
+Every script logs to `runs/<env>__<script>__<seed>__<time>/` with CleanRL's scalar names and its flags in
+TensorBoard's HParams table, so runs of all three scripts compare in one `tensorboard --logdir runs`.
 """
 
 import contextlib
 import dataclasses
+import os
 import sys
 import time
 
+import numpy as np
 from torch.utils.tensorboard import SummaryWriter
+from torch.utils.tensorboard.summary import hparams
 
 
 def make_run_name(env_id: str, script: str, seed: int) -> str:
@@ -17,11 +21,16 @@ def make_run_name(env_id: str, script: str, seed: int) -> str:
 
 
 def make_writer(run_dir: str, args) -> SummaryWriter:
-    """A SummaryWriter with the run's hyperparameters as a markdown table (CleanRL's layout)."""
+    """A SummaryWriter with the run's hyperparameters as a markdown table (CleanRL's layout) and in TensorBoard's
+    HParams plugin, so runs can be sorted and filtered by any flag, their eval/ scalars as metrics. Only the
+    session's flags are written, into the run's own directory: with no experiment summary, TensorBoard builds
+    one table from every run's flags (one summary per run would let one script's flags hide another's)."""
     writer = SummaryWriter(run_dir)
     params = dataclasses.asdict(args) if dataclasses.is_dataclass(args) else dict(vars(args))
     rows = "\n".join(f"|{key}|{value}|" for key, value in params.items())
     writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{rows}")
+    flags = {key: v if isinstance(v, (bool, int, float, str)) or v is None else str(v) for key, v in params.items()}
+    writer.file_writer.add_summary(hparams(flags, {})[1])  # the session-start summary: the run's flags
     return writer
 
 
@@ -48,10 +57,13 @@ def announce(run_name: str, describe: str, start_update: int, num_updates: int, 
         )
 
 
-def log_eval(writer, returns, step: int):
-    """An evaluation's eval/return_mean and eval/return_std at `step`; (the mean, a line for the console)."""
+def log_eval(writer, returns, step: int, lines=None):
+    """An evaluation's eval/return_mean and eval/return_std (and Tetris's eval/lines, lines cleared per game) at
+    `step`; (the mean return, a line for the console)."""
     writer.add_scalar("eval/return_mean", float(returns.mean()), step)
     writer.add_scalar("eval/return_std", float(returns.std()), step)
+    if lines is not None:
+        writer.add_scalar("eval/lines", float(np.mean(lines)), step)
     return float(returns.mean()), f"eval return {returns.mean():.2f} +/- {returns.std():.2f} ({len(returns)} episodes)"
 
 
@@ -114,3 +126,52 @@ def report(title: str, stats: dict) -> None:
     print(title)
     for key, values in stats.items():
         print(f"  {key:<14} {values.mean():10.2f}" + (f" +/- {values.std():.2f}" if len(values) > 1 else ""))
+
+
+# ----- watching the agent: videos and GIFs, and Weights & Biases -----
+
+
+def video_paths(run_dir: str, name: str, capture_video: bool, gif=None) -> list:
+    """Where an evaluation's first episode is recorded: runs/<run>/videos/<name>.mp4 with --capture-video, and
+    the --gif path; [] records nothing."""
+    return ([os.path.join(run_dir, "videos", f"{name}.mp4")] if capture_video else []) + ([gif] if gif else [])
+
+
+def save_video(frames: list, paths: list, fps: float) -> None:
+    """Writes RGB frames ((H, W, 3) uint8) to each path: MP4 (H.264, through imageio-ffmpeg's own ffmpeg) or, for
+    a .gif path, an animated GIF (Pillow). Each is also logged to Weights & Biases when --track is on."""
+    if not paths:
+        return
+    import imageio.v2 as imageio  # with Pillow, a dependency of gymnasium[mujoco]
+
+    for path in paths:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        if path.endswith(".gif"):
+            imageio.mimwrite(path, frames, duration=1000 / fps, loop=0)
+        else:  # H.264's 4:2:0 colour needs even sides: repeat the last row or column where one is odd
+            even = [np.pad(f, ((0, f.shape[0] % 2), (0, f.shape[1] % 2), (0, 0)), mode="edge") for f in frames]
+            imageio.mimwrite(path, even, fps=fps, macro_block_size=1)
+        wandb = sys.modules.get("wandb")
+        if wandb is not None and wandb.run is not None:
+            wandb.log({"videos/eval": wandb.Video(path)})
+        print(f"recorded {len(frames)} frames: {path}", flush=True)
+
+
+def start_wandb(args, run_name: str, wandb_id=None) -> str:
+    """--track: a Weights & Biases run with the flags as its config, syncing the TensorBoard scalars (so it starts
+    before the writer); a resumed run continues its W&B run (`wandb_id`, kept in the checkpoint). WANDB_MODE=offline
+    keeps it on disk for `wandb sync`. Returns the W&B run's id."""
+    import wandb
+
+    resume = "allow" if wandb_id else None
+    config = dataclasses.asdict(args)
+    wandb_run = wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, name=run_name, id=wandb_id,
+                           resume=resume, config=config, sync_tensorboard=True, save_code=True)  # fmt: skip
+    return wandb_run.id
+
+
+def finish_wandb() -> None:
+    """Ends the W&B run, if there is one, however the training ended (Ctrl-C included)."""
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and wandb.run is not None:
+        wandb.finish()

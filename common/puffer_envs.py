@@ -12,7 +12,7 @@ import numpy as np
 import pufferlib.emulation
 
 from common import vector
-from common.gym_envs import check_gym_env
+from common.gym_envs import check_gym_env, render_kwargs
 from common.normalize import RunningMeanStd, normalize_obs
 from common.tetris import Tetris, tetris_sharing_final_obs
 
@@ -163,6 +163,7 @@ def make_puffer_vecenv(
     num_workers=1,
     async_factor=1,
     env_kwargs="",
+    render=False,
 ):
     """The vector env of ppo_puffer_async.py (common/vector.py's protocol: async_reset, recv, send).
 
@@ -173,7 +174,7 @@ def make_puffer_vecenv(
     The returned vecenv carries `autoreset`: "same_step" (an ended episode's last observation is in
     `final_observations`, the row already holds the next episode) or "next_step" (emulation: the ending
     step returns the final observation, the next one a reset observation with reward 0), and
-    `agents_per_env`.
+    `agents_per_env`. `render`: a Gymnasium env's frames as rgb_array (first_env_frame).
     """
     if num_envs < 1 or num_workers < 1 or async_factor < 1:
         raise ValueError(
@@ -209,11 +210,10 @@ def make_puffer_vecenv(
             "Gymnasium id such as CartPole-v1, or a PettingZoo module such as mpe2.simple_reference_v3"
         )
         require_box_obs_discrete_actions(*check_gym_env(env_id, unknown, kwargs), env_id)
-        creators, args, kwargs = (
-            _gymnasium_env,
-            [functools.partial(gym.make, env_id, disable_env_checker=True, **kwargs)],
-            {},
-        )
+        make_env = functools.partial(gym.make, env_id, disable_env_checker=True, **kwargs)
+        if render:
+            make_env = functools.partial(make_env, **render_kwargs(env_id))
+        creators, args, kwargs = _gymnasium_env, [make_env], {}
     objects = len(creators) if isinstance(creators, list) else num_envs
     vecenv = vector.make(
         creators,
@@ -230,3 +230,12 @@ def make_puffer_vecenv(
     if env_id == "tetris":
         vecenv.final_observations = np.frombuffer(final_obs_buffer, dtype=np.float32).reshape(num_envs, obs_size)
     return vecenv
+
+
+def first_env_frame(vecenv):
+    """(an RGB image, frames per second) of the first env of an in-process (Serial) vecenv, for videos: Tetris's
+    first game drawn by Tetris.frame, or a Gymnasium env's rgb_array frame (make_puffer_vecenv(render=True))."""
+    env = vecenv.envs[0]
+    if isinstance(env, Tetris):
+        return env.frame(0), 10
+    return env.env.render(), env.env.metadata.get("render_fps", 30)

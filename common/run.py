@@ -9,6 +9,7 @@ failed final save.
 
 import contextlib
 import dataclasses
+import importlib.util
 import os
 import sys
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ import tyro
 
 from common.checkpoint import RunCheckpoint, SaveError, load_run_checkpoint
 from common.distributed import leave_world
-from common.logs import make_writer
+from common.logs import finish_wandb, make_writer, start_wandb
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 # What main() turns into "error: <one line>" and exit 1 (a dead env worker's WorkerError too, in the scripts
@@ -51,6 +52,16 @@ class RunArgs:
     """load this checkpoint and only evaluate it over --eval-episodes episodes"""
     dist_backend: Literal["auto", "gloo", "nccl"] = "auto"
     """torch.distributed backend under torchrun (auto: nccl with --device cuda, gloo on CPU)"""
+    capture_video: bool = False
+    """record the first episode of each evaluation as MP4 in runs/<run>/videos/ (pip install -e ".[video]")"""
+    gif: Optional[str] = None
+    """with --eval-checkpoint: also write the first episode as an animated GIF to this path"""
+    track: bool = False
+    """log to Weights & Biases: the TensorBoard scalars, the flags, the videos (pip install -e ".[track]")"""
+    wandb_project_name: str = "puffer-cleanrl"
+    """the W&B project (--track)"""
+    wandb_entity: Optional[str] = None
+    """the W&B team or user (--track; None: your default entity)"""
 
 
 def resolve_device(name: str) -> torch.device:
@@ -91,6 +102,12 @@ def check_run_flags(args) -> None:
         )
     if getattr(args, "render", False) and not args.eval_checkpoint:
         raise ValueError("--render needs --eval-checkpoint PATH (the agent to watch)")
+    if args.gif and not args.eval_checkpoint:
+        raise ValueError("--gif needs --eval-checkpoint PATH (the agent to record); in training use --capture-video")
+    if args.capture_video and importlib.util.find_spec("imageio_ffmpeg") is None:
+        raise ValueError('--capture-video writes MP4 through imageio-ffmpeg, not installed: pip install -e ".[video]"')
+    if args.track and importlib.util.find_spec("wandb") is None:
+        raise ValueError('--track needs wandb (Weights & Biases), not installed: pip install -e ".[track]"')
 
 
 def saved_args(Args, ckpt: dict, flag: str, path: str):
@@ -198,9 +215,12 @@ def seeded_rng(seed: int, device: torch.device):
 
 def open_run(script: str, args, run_name: str, update_size: int, world, resumed=None, **entries):
     """The run's directory runs/<run_name>/: its TensorBoard writer (rank 0 alone logs; None elsewhere) with the
-    flags as text, and its checkpoint file, <script>.pt, which holds `entries` (the network, the optimizer,
-    statistics: read at each save) with the flags, the run's name and how many ranks it has."""
+    flags, and its checkpoint file, <script>.pt, which holds `entries` (the network, the optimizer, statistics:
+    read at each save) with the flags, the run's name, how many ranks it has and, with --track, its W&B run."""
     run_dir = os.path.join("runs", run_name)
+    wandb_id = resumed.get("wandb_id") if resumed is not None else None
+    if args.track and world.rank == 0:  # before the writer, whose scalars W&B syncs
+        wandb_id = start_wandb(args, run_name, wandb_id)
     writer = make_writer(run_dir, args) if world.rank == 0 else None
     checkpoint = RunCheckpoint(
         os.path.join(run_dir, f"{script}.pt"),
@@ -211,6 +231,7 @@ def open_run(script: str, args, run_name: str, update_size: int, world, resumed=
         args=dataclasses.asdict(args),
         run_name=run_name,
         world_size=world.size,
+        wandb_id=wandb_id,
         **entries,
     )
     return writer, checkpoint
@@ -239,16 +260,17 @@ def rank_lost(error: RuntimeError, world, checkpoint: RunCheckpoint, update: int
 def summary(checkpoint: RunCheckpoint, progress, update: int, interrupted: bool, **extra) -> dict:
     """What train() returns: where the run stopped and how, plus `extra` (e.g. the policy), for tests and notebooks."""
     step = update * checkpoint.update_size
-    return dict(global_step=step, update=update, sps=progress.sps(step), run_dir=os.path.dirname(checkpoint.path),
+    return dict(global_step=step, update=update, sps=progress.sps(step), run_dir=checkpoint.run_dir,
                 checkpoint=checkpoint.path, interrupted=interrupted, **extra)  # fmt: skip
 
 
 def close(world, envs, writer) -> None:
-    """However the run ends: the envs (and their worker processes), the writer, and under torchrun the process
-    group (after a clean end every rank waits for the others first)."""
+    """However the run ends: the envs (and their worker processes), the writer, the W&B run, and under torchrun
+    the process group (after a clean end every rank waits for the others first)."""
     envs.close()
     if writer is not None:
         writer.close()
+    finish_wandb()
     leave_world(world)
 
 
@@ -256,7 +278,9 @@ def close(world, envs, writer) -> None:
 
 
 # What --eval-checkpoint takes from its own command line; every other flag is the saved run's.
-EVAL_FLAGS = "seed device torch_threads eval_episodes eval_actions render render_fps eval_checkpoint".split()
+EVAL_FLAGS = (
+    "seed device torch_threads eval_episodes eval_actions render render_fps eval_checkpoint capture_video gif"
+).split()
 
 
 def open_checkpoint(script: str, Args, args, required: tuple = ()):

@@ -76,6 +76,15 @@ PIECE_CELLS = (
     ),
 )
 NUM_PIECES = 7
+# Frames for videos and GIFs (Tetris.frame): a colour per piece, in PIECE_NAMES order, as the guideline's; locked
+# cells grey (the board keeps which cells are full, not which piece filled them).
+PIECE_COLORS = np.array(
+    [(240, 220, 0), (0, 200, 230), (0, 200, 80), (230, 40, 40), (170, 60, 220), (250, 140, 0), (40, 90, 240)], np.uint8
+)
+LOCKED, BACKGROUND, GRID = np.array((150, 150, 150), np.uint8), np.array((16, 16, 24), np.uint8), (48, 48, 60)
+# A 3x5 pixel font for the score and line count: each digit's 5 rows, 3 bits a row (4 = left pixel).
+DIGITS = [(7, 5, 5, 5, 7), (2, 6, 2, 2, 7), (7, 1, 7, 4, 7), (7, 1, 7, 1, 7), (5, 5, 7, 1, 1),
+          (7, 4, 7, 1, 7), (7, 4, 7, 5, 7), (7, 1, 1, 1, 1), (7, 5, 7, 5, 7), (7, 5, 7, 1, 7)]  # fmt: skip
 NOOP, LEFT, RIGHT, ROTATE, SOFT_DROP, HARD_DROP, HOLD = range(7)
 NUM_ACTIONS = 7
 TICKS_PER_FALL = 4
@@ -330,6 +339,31 @@ class Tetris(pufferlib.PufferEnv):
         ]
         lines = [f"|{''.join(r)}|  {side[i] if i < len(side) else ''}".rstrip() for i, r in enumerate(grid)]
         return "\n".join(lines + ["+" + "-" * self.n_cols + "+"])
+
+    def frame(self, env=0, cell=12) -> np.ndarray:
+        """Game `env` as an RGB image ((n_rows + 2) * cell, (n_cols + 7) * cell, 3) for videos and GIFs: the board
+        (locked cells grey, the falling piece in its colour), then on the right the next pieces, the score and the
+        lines cleared, drawn with numpy alone."""
+        rows, cols = self.n_rows, self.n_cols
+        colors = np.where(self.board(env)[:, :, None] == 1, LOCKED, BACKGROUND)
+        for r, c in PIECE_CELLS[self.deck[env, 0]][self.piece_rot[env]]:
+            colors[self.piece_row[env] + r, self.piece_col[env] + c] = PIECE_COLORS[self.deck[env, 0]]
+        image = np.zeros(((rows + 2) * cell, (cols + 7) * cell, 3), np.uint8)
+        image[:] = GRID
+        image[cell : (rows + 1) * cell, cell : (cols + 1) * cell] = colors.repeat(cell, 0).repeat(cell, 1)
+        image[cell : (rows + 1) * cell : cell] = image[:, cell : (cols + 1) * cell : cell] = GRID  # cell borders
+        for i, piece in enumerate(self.deck[env, 1 : self.deck_size]):  # the next pieces, one 4x4 box each
+            for r, c in PIECE_CELLS[piece][0]:
+                y, x = (1 + 4 * i + r) * cell, (cols + 2 + c) * cell
+                image[y + 1 : y + cell, x + 1 : x + cell] = PIECE_COLORS[piece]
+        for line, number in enumerate((self.score[env], self.lines[env])):  # 3x5 digits, scaled to cell / 4
+            for i, digit in enumerate(str(int(number))[-6:]):
+                bits = np.array([[(row >> (2 - b)) & 1 for b in range(3)] for row in DIGITS[int(digit)]], bool)
+                pixel = max(cell // 4, 1)
+                y, x = (rows - 3 + 2 * line) * cell, (cols + 2) * cell + i * 4 * pixel
+                block = image[y : y + 5 * pixel, x : x + 3 * pixel]
+                block[bits.repeat(pixel, 0).repeat(pixel, 1)] = 255
+        return image
 
     def render_final(self, env=0):
         """Game `env`'s last position, drawn from its final observation ('#' locked, '@' the last piece).
