@@ -28,10 +28,10 @@ import torch
 import torch.nn as nn
 from torch.distributions import Categorical
 
-from common import distributed, run
+from common import distributed, puffer_envs, run
 from common.logs import Progress, announce, log_eval, make_run_name, print_end, report, save_video, video_paths
 from common.normalize import RewardScaler, RunningMeanStd
-from common.puffer_envs import MEMORY_ENVS, NormalizedObservations, first_env_frame, is_pettingzoo, make_puffer_vecenv
+from common.puffer_envs import EpisodeLog, NormalizedObservations, is_pettingzoo, make_puffer_vecenv
 from common.tetris import merge_infos, watch
 from common.vector import WorkerError
 
@@ -179,7 +179,7 @@ def validate_args(args: Args, num_agents: Optional[int] = None) -> None:
         raise ValueError("--burn-in and --tbptt apply to the LSTM: add --lstm")
     if not 0 <= args.prio_beta0 <= 1:
         raise ValueError(f"--prio-beta0 must be in [0, 1] (got {args.prio_beta0})")
-    if (args.capture_video or args.gif) and (is_pettingzoo(args.env_id) or args.env_id in MEMORY_ENVS):
+    if (args.capture_video or args.gif) and (is_pettingzoo(args.env_id) or args.env_id in puffer_envs.MEMORY_ENVS):
         raise ValueError(f"--capture-video and --gif record Tetris and Gymnasium envs, not {args.env_id}: drop them")
     if args.backend == "Serial" and args.num_workers != 1:
         raise ValueError(f"--num-workers {args.num_workers} needs --backend Multiprocessing (Serial steps in-process)")
@@ -363,8 +363,8 @@ class Experience:
 
 
 class EpisodeStats:
-    """Per-agent episode bookkeeping for every env kind, and two decisions the learning rests on: which steps are
-    real transitions (only those are counted and stored), and which observations begin an episode (where an
+    """Two decisions the learning rests on, for every env kind: which steps are real transitions (only those are
+    counted, in `log`'s returns and lengths, and stored), and which observations begin an episode (where an
     LSTM's state restarts from zeros).
 
     With "same_step" autoreset (our Tetris) the observation after an end is already the next episode's (the
@@ -372,42 +372,30 @@ class EpisodeStats:
     after an end IS the last one, the action on it is ignored, and the next recv brings the reset observation
     with reward 0, which is no transition and is not counted.
 
-    With `gamma`, it also keeps each agent's running discounted return (`reward_scaler`, common/normalize.py):
-    `reward_scaler.std()` is what SB3's VecNormalize divides rewards by.
+    With `gamma`, `reward_scaler` tracks each agent's discounted return, whose std SB3's VecNormalize divides by.
     """
 
     def __init__(self, num_agents: int, autoreset: str, gamma=None):
         self.next_step_reset = autoreset == "next_step"
         self.reward_scaler = RewardScaler(num_agents, gamma) if gamma is not None else None
-        self.ep_return = np.zeros(num_agents)
-        self.ep_length = np.zeros(num_agents, dtype=np.int64)
+        self.log = EpisodeLog(num_agents)
         self.acting = np.zeros(num_agents, dtype=bool)  # the last action sent was a real step
         self.ended = np.zeros(num_agents, dtype=bool)  # the last observation ended an episode
-        self.returns, self.lengths = [], []
 
     def update(self, agents, rewards, dones, masks):
         """Counts this recv's rewards. Returns (the agents whose episode ended, a bool per agent: this
         observation begins an episode)."""
         acting = self.acting[agents]
         acted = agents[acting]
-        self.ep_return[acted] += rewards[acting]
-        self.ep_length[acted] += 1
+        ended = self.log.add(acted, rewards[acting], dones[acting])
         if self.reward_scaler is not None and len(acted):
             self.reward_scaler.track(acted, rewards[acting], dones[acting])
-        ended = acted[dones[acting]]
-        self.returns.extend(self.ep_return[ended])
-        self.lengths.extend(self.ep_length[ended])
-        self.ep_return[ended], self.ep_length[ended] = 0.0, 0
         starting = self.ended[agents] if self.next_step_reset else dones
         self.ended[agents] = dones
         # The observation that ends an emulated episode is its last, not a state to act in. Absent agents
         # (mask False) act on nothing either.
         self.acting[agents] = masks & ~dones if self.next_step_reset else masks
         return ended, starting
-
-    def pop(self):
-        returns, lengths, self.returns, self.lengths = self.returns, self.lengths, [], []
-        return returns, lengths
 
 
 def rollout(vecenv, policy, experience, stats, gamma, reward_scale, reward_clamp, device, timers: dict) -> list:
@@ -614,7 +602,7 @@ def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device, obs_r
     env = dict(env_kwargs=args.env_kwargs, render=bool(videos))
     vecenv = make_puffer_vecenv(args.env_id, episodes, seed, args.max_ticks, log_interval=1, **env)
     vecenv = NormalizedObservations(vecenv, obs_rms, frozen=True) if obs_rms is not None else vecenv
-    stats, infos, frames, fps = EpisodeStats(vecenv.num_agents, vecenv.autoreset), [], [], 10
+    stats, infos, frames = EpisodeStats(vecenv.num_agents, vecenv.autoreset), [], []
     first_return, first_length = np.full(vecenv.num_agents, np.nan), np.zeros(vecenv.num_agents)
     state = policy.initial_state(vecenv.num_agents, device)
     try:
@@ -622,21 +610,20 @@ def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device, obs_r
         while np.isnan(first_return).any():
             obs, rewards, terminals, truncations, step_infos, agents, masks = vecenv.recv()
             infos.extend(step_infos)
-            ended_before = len(stats.returns)
+            ended_before = len(stats.log.returns)
             ended, starting = stats.update(np.asarray(agents), rewards, terminals | truncations, masks)
-            for agent, ret, length in zip(ended, stats.returns[ended_before:], stats.lengths[ended_before:]):
+            for agent, ret, length in zip(ended, stats.log.returns[ended_before:], stats.log.lengths[ended_before:]):
                 if np.isnan(first_return[agent]):
                     first_return[agent], first_length[agent] = ret, length
             if videos and np.isnan(first_return[0]):
-                frame, fps = first_env_frame(vecenv)
-                frames.append(frame)
+                frames.append(puffer_envs.first_frame(vecenv))
             with torch.inference_mode():  # the LSTM state carried through each episode, reset as in training
                 if state is not None:
                     keep = torch.as_tensor(~starting, device=device).unsqueeze(-1)
                     state = tuple(x * keep for x in state)
                 logits, _, state = policy.step(torch.as_tensor(obs, device=device), state)
             vecenv.send(choose(logits, args.eval_actions).cpu().numpy().astype(np.int32))
-        save_video(frames, videos, fps)
+        save_video(frames, videos, puffer_envs.frame_rate(vecenv))
     finally:
         vecenv.close()
     tetris = merge_infos(infos) if infos else {}
@@ -769,10 +756,9 @@ def train(args: Args) -> dict:
             timers["learn"] += time.perf_counter() - start
 
             # Every rank's episodes and Tetris stats, and whether any rank saw a Ctrl-C (torchrun).
-            returns_, lengths, infos, stops = distributed.pool(world, *stats.pop(), infos, [stop.requested])
+            returns_, lengths, infos, stops = distributed.pool(world, *stats.log.pop(), infos, [stop.requested])
             scalars = {f"losses/{key}": value.item() for key, value in losses.items()}
-            explained_var = explained_variance(experience.values[experience.masks], returns[experience.masks])
-            scalars["losses/explained_variance"] = explained_var
+            scalars["losses/explained_variance"] = explained_variance(values[masks > 0], returns[masks > 0])
             scalars["charts/learning_rate"] = optimizer.param_groups[0]["lr"]
             scalars.update({"charts/prio_beta": beta, "charts/ent_coef": ent_coef})
             scalars.update({f"perf/{key}_time_frac": value / sum(timers.values()) for key, value in timers.items()})
@@ -788,10 +774,9 @@ def train(args: Args) -> dict:
                 scalars.update({f"tetris/{key}": value for key, value in tetris.items()})
             if world.rank == 0 and (args.eval_freq and update % args.eval_freq == 0 or update == num_updates):
                 videos = video_paths(checkpoint.run_dir, f"eval-step{global_step}", args.capture_video)
-                with progress.paused(), run.seeded_rng(args.seed + 10_000 + update, device):
-                    result = evaluate(
-                        policy, args, args.eval_episodes, args.seed + 10_000 + update, device, obs_rms, videos
-                    )
+                eval_seed = args.seed + 10_000 + update  # the evaluation's own episodes and random stream
+                with progress.paused(), run.seeded_rng(eval_seed, device):
+                    result = evaluate(policy, args, args.eval_episodes, eval_seed, device, obs_rms, videos)
                 last_eval, eval_text = log_eval(writer, result["return"], global_step, result.get("lines_deleted"))
             if writer is not None:
                 for tag, value in scalars.items():

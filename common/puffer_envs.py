@@ -75,6 +75,29 @@ class NormalizedObservations:
         return normalize_obs(self.vecenv.final_observations, self.obs_rms)
 
 
+class EpisodeLog:
+    """Per-agent episode returns and lengths, for logging: `add` the real steps (which steps are real is the
+    script's decision), `pop` the episodes finished since the last pop."""
+
+    def __init__(self, num_agents: int):
+        self.ep_return, self.ep_length = np.zeros(num_agents), np.zeros(num_agents, dtype=np.int64)
+        self.returns, self.lengths = [], []
+
+    def add(self, agents, rewards, dones):
+        """One real step of each of `agents`; returns those whose episode it ended."""
+        self.ep_return[agents] += rewards
+        self.ep_length[agents] += 1
+        ended = agents[dones]
+        self.returns.extend(self.ep_return[ended])
+        self.lengths.extend(self.ep_length[ended])
+        self.ep_return[ended], self.ep_length[ended] = 0.0, 0
+        return ended
+
+    def pop(self):
+        returns, lengths, self.returns, self.lengths = self.returns, self.lengths, [], []
+        return returns, lengths
+
+
 # Short names of PettingZoo envs: (module, keyword arguments). Any other "package.module" id is a PettingZoo module
 # with a parallel_env(**env_kwargs).
 PETTINGZOO_NAMES = {"mpe-spread": ("mpe2.simple_spread_v3", dict(N=3, max_cycles=25, continuous_actions=False))}
@@ -174,7 +197,7 @@ def make_puffer_vecenv(
     The returned vecenv carries `autoreset`: "same_step" (an ended episode's last observation is in
     `final_observations`, the row already holds the next episode) or "next_step" (emulation: the ending
     step returns the final observation, the next one a reset observation with reward 0), and
-    `agents_per_env`. `render`: a Gymnasium env's frames as rgb_array (first_env_frame).
+    `agents_per_env`. `render`: a Gymnasium env's frames as rgb_array (first_frame).
     """
     if num_envs < 1 or num_workers < 1 or async_factor < 1:
         raise ValueError(
@@ -232,10 +255,14 @@ def make_puffer_vecenv(
     return vecenv
 
 
-def first_env_frame(vecenv):
-    """(an RGB image, frames per second) of the first env of an in-process (Serial) vecenv, for videos: Tetris's
-    first game drawn by Tetris.frame, or a Gymnasium env's rgb_array frame (make_puffer_vecenv(render=True))."""
+def first_frame(vecenv) -> np.ndarray:
+    """An RGB image of the first env of an in-process (Serial) vecenv, for videos: Tetris's first game drawn by
+    Tetris.frame, or a Gymnasium env's rgb_array frame (make_puffer_vecenv(render=True))."""
     env = vecenv.envs[0]
-    if isinstance(env, Tetris):
-        return env.frame(0), 10
-    return env.env.render(), env.env.metadata.get("render_fps", 30)
+    return env.frame(0) if isinstance(env, Tetris) else env.env.render()
+
+
+def frame_rate(vecenv) -> float:
+    """Frames per second for first_frame's video: Tetris at 10 (its --render-fps), a Gymnasium env at its own."""
+    env = vecenv.envs[0]
+    return 10 if isinstance(env, Tetris) else env.env.metadata.get("render_fps", 30)
