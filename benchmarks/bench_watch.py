@@ -4,10 +4,11 @@
     python benchmarks/bench_watch.py            # ~2 minutes on 2 cores; run it on a quiet machine
 
 Videos: one evaluation played with and without recording its first episode (the same episodes: recording changes
-nothing that is played), for CartPole-v1 and HalfCheetah-v5 through a2c_cartpole.py's evaluate (untrained agent;
-HalfCheetah's episodes always last 1,000 steps) and for Tetris through ppo_tetris.py's play; the extra seconds, per
-recorded frame and in all. --track: a2c_cartpole.py's default CartPole run (100k steps) with and without
---track (WANDB_MODE=offline), one after the other; training SPS as the script prints it.
+nothing that is played), for Acrobot-v1 (classic control, drawn by pygame) and HalfCheetah-v5 (MuJoCo, 320x240)
+through a2c_cartpole.py's evaluate (an untrained agent: its episodes then last 500 and 1,000 steps), and for
+Tetris through ppo_tetris.py's play; the extra seconds, in all and per recorded frame. --track: a2c_cartpole.py's
+default CartPole run (100k steps) with and without --track (WANDB_MODE=offline), one after the other; training
+SPS as the script prints it.
 """
 
 import os
@@ -58,7 +59,7 @@ def main():
     with tempfile.TemporaryDirectory() as directory:
         print("| env | frames | evaluation | with --capture-video | extra | per frame |\n|---|---|---|---|---|---|")
         for env_id, obs_dim, space in [
-            ("CartPole-v1", 4, a2c_cartpole.gym.spaces.Discrete(2)),
+            ("Acrobot-v1", 6, a2c_cartpole.gym.spaces.Discrete(3)),
             ("HalfCheetah-v5", 17, a2c_cartpole.gym.spaces.Box(-1, 1, (6,))),
         ]:
             torch.manual_seed(0)
