@@ -9,7 +9,7 @@ learning-curve picture (greedy evaluations every ~25k steps).
 
 Every run is a subprocess of the script at its defaults (plus --set), pinned to one core, in its own folder
 under --out; a finished run's result is kept there, so rerunning the command only runs what is missing
-(runs are deterministic per seed on CPU). Needs `pip install -e ".[bench]"` (Box2D for LunarLander, matplotlib).
+(runs are deterministic per seed on CPU). Needs `pip install -e ".[bench]"` (matplotlib).
 """
 
 import argparse

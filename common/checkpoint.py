@@ -32,7 +32,8 @@ RESUME_KEYS = ("model", "optimizer", "args", "global_step", "update", "run_name"
 
 def save_checkpoint(path: str, payload: dict) -> None:
     """Writes `payload` to `path` atomically; an OS error (a full disk, no permission) is a SaveError with
-    one line, the temporary file removed and any previous file at `path` untouched."""
+    one line, and a Ctrl-C mid-write a KeyboardInterrupt, the temporary file removed and any previous file at
+    `path` untouched either way."""
     directory = os.path.dirname(os.path.abspath(path))
     tmp_path = None
     try:
@@ -49,10 +50,13 @@ def save_checkpoint(path: str, payload: dict) -> None:
     except BaseException as e:
         if tmp_path is not None and os.path.exists(tmp_path):
             os.remove(tmp_path)
-        # torch.save reports a failed write as a RuntimeError raised while handling the OSError.
+        # torch.save reports a failed write as a RuntimeError raised while handling the real cause: an OSError
+        # (a full disk), or a Ctrl-C that landed mid-write, which must stay a Ctrl-C (the run saves and exits 130).
         cause = e
-        while cause is not None and not isinstance(cause, OSError):
+        while cause is not None and not isinstance(cause, (OSError, KeyboardInterrupt)):
             cause = cause.__context__
+        if isinstance(cause, KeyboardInterrupt):
+            raise KeyboardInterrupt from None
         if cause is None:
             raise
         reason = f"[Errno {cause.errno}] {cause.strerror}" if cause.errno else str(cause)

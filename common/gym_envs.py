@@ -148,8 +148,12 @@ def check_observation_space(space, env_id: str) -> None:
 def check_gym_env(env_id: str, unknown: str, kwargs=None) -> tuple:
     """(observation space, action space) of a registered id that builds with `kwargs`; else a one-line error
     (`unknown` says what else --env-id may be)."""
+    if env_id.startswith("popgym-"):
+        import popgym  # noqa: F401  (registers POPGym's memory tasks as Gymnasium ids; loaded only for them)
     try:
         gym.spec(env_id)
+    except gym.error.DeprecatedEnv as e:  # e.g. Taxi-v3: Gymnasium's own words name the version to use
+        raise ValueError(f"--env-id {env_id}: {e}") from None
     except gym.error.Error:
         raise ValueError(f"--env-id {env_id!r} {unknown}") from None
     try:

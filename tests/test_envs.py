@@ -1,4 +1,5 @@
-"""common/gym_envs.py: our same-step vector env against gymnasium's own SAME_STEP vector env."""
+"""common/gym_envs.py: our same-step vector env against gymnasium's own SAME_STEP vector env; which ids the Gymnasium
+scripts take."""
 
 import gymnasium as gym
 import numpy as np
@@ -7,6 +8,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers.vector import RecordEpisodeStatistics
 
 from common.gym_envs import SameStepVectorEnv, make_gym_vector_env
+from common.puffer_envs import make_puffer_vecenv
 
 
 @pytest.mark.parametrize("env_id, max_episode_steps", [("CartPole-v1", None), ("CartPole-v1", 12), ("Acrobot-v1", 30)])
@@ -57,3 +59,22 @@ def test_make_gym_vector_env_rejects_other_spaces():
         make_gym_vector_env("NoSuchEnv-v0", 2)
     with pytest.raises(ValueError, match="--num-envs"):
         make_gym_vector_env("CartPole-v1", 0)
+
+
+def test_deprecated_ids_say_what_gymnasium_says_and_popgym_ids_load_popgym():
+    for make in (lambda env_id: make_gym_vector_env(env_id, 1), lambda env_id: make_puffer_vecenv(env_id, 1, 0)):
+        with pytest.raises(ValueError) as e:
+            make("Taxi-v3")
+        assert str(e.value) == (
+            "--env-id Taxi-v3: Environment version v3 for `Taxi` is deprecated. Please use `Taxi-v4` instead."
+        )
+    envs = make_gym_vector_env("popgym-PositionOnlyCartPoleEasy-v0", 2)  # registered by importing popgym
+    obs, _ = envs.reset(seed=0)
+    assert obs.shape == (2, 2) and envs.single_action_space.n == 2  # the cart's and the pole's positions only
+    envs.close()
+
+
+def test_box2d_envs_build_with_the_base_install():
+    envs = make_gym_vector_env("LunarLander-v3", 1)
+    assert envs.reset(seed=0)[0].shape == (1, 8)
+    envs.close()
