@@ -179,8 +179,8 @@ def validate_args(args: Args, num_agents: Optional[int] = None) -> None:
         raise ValueError("--burn-in and --tbptt apply to the LSTM: add --lstm")
     if not 0 <= args.prio_beta0 <= 1:
         raise ValueError(f"--prio-beta0 must be in [0, 1] (got {args.prio_beta0})")
-    if (args.capture_video or args.gif) and (is_pettingzoo(args.env_id) or args.env_id in puffer_envs.MEMORY_ENVS):
-        raise ValueError(f"--capture-video and --gif record Tetris and Gymnasium envs, not {args.env_id}: drop them")
+    if (args.capture_video or args.gif) and args.env_id in puffer_envs.MEMORY_ENVS:
+        raise ValueError(f"--capture-video and --gif record Tetris, PettingZoo and Gymnasium envs, not {args.env_id}")
     if args.backend == "Serial" and args.num_workers != 1:
         raise ValueError(f"--num-workers {args.num_workers} needs --backend Multiprocessing (Serial steps in-process)")
     if num_agents is None:

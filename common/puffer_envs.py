@@ -6,6 +6,7 @@ import ast
 import functools
 import importlib
 import multiprocessing
+import os
 
 import gymnasium as gym
 import numpy as np
@@ -123,7 +124,7 @@ def parse_env_kwargs(text: str) -> dict:
     return kwargs
 
 
-def pettingzoo_maker(env_id: str, env_kwargs: dict):
+def pettingzoo_maker(env_id: str, env_kwargs: dict, render=False):
     """A function building the PettingZoo parallel env `env_id` names (a short name or a module path such as
     mpe2.simple_reference_v3), checked once here: every agent must have the same flat Box observation and
     Discrete action space (one policy acts for all), else a one-line error naming them."""
@@ -139,6 +140,9 @@ def pettingzoo_maker(env_id: str, env_kwargs: dict):
             "e.g. mpe2.simple_reference_v3"
         )
     make = functools.partial(module.parallel_env, **{**kwargs, **env_kwargs})
+    if render:  # rgb_array frames, for videos; MPE draws them with pygame, which needs no window
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        make = functools.partial(make, render_mode="rgb_array")
     try:
         probe = make()
     except TypeError as e:
@@ -197,7 +201,7 @@ def make_puffer_vecenv(
     The returned vecenv carries `autoreset`: "same_step" (an ended episode's last observation is in
     `final_observations`, the row already holds the next episode) or "next_step" (emulation: the ending
     step returns the final observation, the next one a reset observation with reward 0), and
-    `agents_per_env`. `render`: a Gymnasium env's frames as rgb_array (first_frame).
+    `agents_per_env`. `render`: a Gymnasium or PettingZoo env's frames as rgb_array (first_frame).
     """
     if num_envs < 1 or num_workers < 1 or async_factor < 1:
         raise ValueError(
@@ -224,7 +228,7 @@ def make_puffer_vecenv(
             tetris,
         )
     elif is_pettingzoo(env_id):
-        creators, args, kwargs = _pettingzoo_env, [pettingzoo_maker(env_id, kwargs)], {}
+        creators, args, kwargs = _pettingzoo_env, [pettingzoo_maker(env_id, kwargs, render)], {}
     elif env_id in MEMORY_ENVS:
         creators, args, kwargs = _gymnasium_env, [MEMORY_ENVS[env_id]], {}
     else:
@@ -257,12 +261,12 @@ def make_puffer_vecenv(
 
 def first_frame(vecenv) -> np.ndarray:
     """An RGB image of the first env of an in-process (Serial) vecenv, for videos: Tetris's first game drawn by
-    Tetris.frame, or a Gymnasium env's rgb_array frame (make_puffer_vecenv(render=True))."""
+    Tetris.frame, or a Gymnasium or PettingZoo env's rgb_array frame (make_puffer_vecenv(render=True))."""
     env = vecenv.envs[0]
     return env.frame(0) if isinstance(env, Tetris) else env.env.render()
 
 
 def frame_rate(vecenv) -> float:
-    """Frames per second for first_frame's video: Tetris at 10 (its --render-fps), a Gymnasium env at its own."""
+    """Frames per second for first_frame's video: Tetris at 10 (its --render-fps), any other env at its own."""
     env = vecenv.envs[0]
     return 10 if isinstance(env, Tetris) else env.env.metadata.get("render_fps", 30)

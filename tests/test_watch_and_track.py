@@ -73,6 +73,18 @@ def test_recording_puffer_tetris_evaluation_changes_nothing(tmp_path):
     assert frames_in(str(tmp_path / "p.mp4")) == int(recorded["length"][0])
 
 
+def test_recording_puffer_mpe_evaluation_changes_nothing(tmp_path):
+    args = ppo_puffer_async.with_env_defaults(ppo_puffer_async.Args(env_id="mpe-spread"))
+    policy = ppo_puffer_async.Policy(18, 5, 16)  # simple_spread: 18 observations, 5 actions per agent
+    with torch.random.fork_rng():
+        plain = ppo_puffer_async.evaluate(policy, args, 2, seed=5, device=CPU)
+    with torch.random.fork_rng():
+        recorded = ppo_puffer_async.evaluate(policy, args, 2, seed=5, device=CPU, videos=[str(tmp_path / "m.mp4")])
+    for key in plain:
+        np.testing.assert_array_equal(plain[key], recorded[key])
+    assert frames_in(str(tmp_path / "m.mp4")) == int(recorded["length"][0]) == 25  # MPE's max_cycles
+
+
 def test_the_tetris_frame_draws_the_board_the_piece_and_the_next_pieces():
     game = Tetris(num_envs=1, seed=0)
     game.reset(seed=0)
@@ -129,9 +141,10 @@ def test_video_and_track_flags_fail_early_in_one_line(tmp_path, monkeypatch):
         == "error: --gif needs --eval-checkpoint PATH (the agent to record); in training use --capture-video"
     )
     with pytest.raises(SystemExit) as e:
-        ppo_puffer_async.main(["--env-id", "mpe-spread", "--capture-video"])
+        ppo_puffer_async.main(["--env-id", "cartpole-novel", "--capture-video"])
     assert (
-        str(e.value) == "error: --capture-video and --gif record Tetris and Gymnasium envs, not mpe-spread: drop them"
+        str(e.value)
+        == "error: --capture-video and --gif record Tetris, PettingZoo and Gymnasium envs, not cartpole-novel"
     )
     real = importlib.util.find_spec
     monkeypatch.setattr(
