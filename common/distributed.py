@@ -11,6 +11,7 @@ rank's target_kl break leave the others hanging). A plain `python` run is rank 0
 torch.distributed.
 """
 
+import gc
 import os
 import signal
 import sys
@@ -111,6 +112,7 @@ def leave_world(world: World) -> None:
         if sys.exc_info()[0] is None:
             dist.barrier()
         dist.destroy_process_group()
+        gc.collect()  # free Gloo's worker threads now, not at interpreter exit, where tearing them down can abort
 
 
 class StopRequest:
