@@ -86,6 +86,8 @@ class Args(run.RunArgs):
     """write training scalars (means of the episodes finished since the last write) every this many updates"""
     eval_freq: Optional[int] = None
     """evaluate (greedy actions, frozen observation statistics) every this many updates and after the last"""
+    eval_max_steps: int = 1_000
+    """evaluation episodes of an env with no time limit of its own (CliffWalking) are truncated at this many steps"""
     checkpoint_freq: int = 500
     """save runs/<run>/a2c_cartpole.pt every this many updates (0: only at the end and on Ctrl-C)"""
 
@@ -294,12 +296,13 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
     return float("nan") if var_returns == 0 else (1 - (returns - values).var() / var_returns).item()
 
 
-def evaluate(agent: Agent, env_id: str, obs_rms: Optional[RunningMeanStd], episodes: int, seed: int, device, videos=()):
+def evaluate(agent: Agent, env_id, obs_rms: Optional[RunningMeanStd], episodes, seed, device, videos=(), step_cap=1000):
     """Returns and lengths of `episodes` deterministic episodes (argmax, or the Gaussian's mean), the training's
     observation statistics frozen. They are played side by side in one vector env (env i seeded seed + i, each
     counted until its first episode ends), so each step is one forward pass for all of them. `videos`: paths
-    (.mp4, .gif) to record env 0's episode to; rendering changes nothing that is played."""
-    envs = make_gym_vector_env(env_id, episodes, actions=ACTIONS, render_first=bool(videos))
+    (.mp4, .gif) to record env 0's episode to; rendering changes nothing that is played. `step_cap`: the episode
+    length at which an env with no time limit of its own is truncated, so that every evaluation ends."""
+    envs = make_gym_vector_env(env_id, episodes, actions=ACTIONS, render_first=bool(videos), step_cap=step_cap)
     returns, lengths, frames = np.full(episodes, np.nan), np.zeros(episodes), []
     try:
         obs, _ = envs.reset(seed=seed)
@@ -329,7 +332,8 @@ def evaluate_checkpoint(args: Args) -> dict:
     obs_rms = RunningMeanStd.from_state(ckpt["obs_rms"])
     run_dir, name = os.path.dirname(args.eval_checkpoint), f"checkpoint-step{ckpt['global_step']}"
     videos = video_paths(run_dir, name, args.capture_video, args.gif)
-    stats = evaluate(agent, args.env_id, obs_rms, args.eval_episodes, args.seed + 10_000, device, videos)
+    seed, cap = args.seed + 10_000, args.eval_max_steps
+    stats = evaluate(agent, args.env_id, obs_rms, args.eval_episodes, seed, device, videos, cap)
     episodes = f"{args.eval_episodes} episode{'s' if args.eval_episodes > 1 else ''}"
     report(f"{args.eval_checkpoint} ({args.env_id}, step {ckpt['global_step']:,}), {episodes} (greedy actions):", stats)
     return stats
@@ -460,9 +464,8 @@ def train(args: Args) -> dict:
             if world.rank == 0 and (args.eval_freq and update % args.eval_freq == 0 or update == num_updates):
                 videos = video_paths(checkpoint.run_dir, f"eval-step{global_step}", args.capture_video)
                 with progress.paused(), run.seeded_rng(args.seed + 10_000 + update, device):
-                    stats = evaluate(
-                        agent, args.env_id, obs_rms, args.eval_episodes, args.seed + 10_000, device, videos
-                    )
+                    episodes, cap = args.eval_episodes, args.eval_max_steps
+                    stats = evaluate(agent, args.env_id, obs_rms, episodes, args.seed + 10_000, device, videos, cap)
                 last_eval, eval_text = log_eval(writer, stats["return"], global_step)
                 eval_history.append((global_step, last_eval))
                 if solved_at is None and reward_threshold is not None and last_eval >= reward_threshold:

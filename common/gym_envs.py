@@ -8,6 +8,7 @@ which a learner needs to bootstrap `V(final_obs)` on time-limit truncation."""
 
 import functools
 import os
+from typing import Optional
 
 import gymnasium as gym
 import numpy as np
@@ -81,11 +82,13 @@ class SameStepVectorEnv(gym.vector.VectorEnv):
             env.close()
 
 
-def make_gym_vector_env(env_id: str, num_envs: int, actions=(gym.spaces.Discrete,), render_first=False):
+def make_gym_vector_env(
+    env_id: str, num_envs: int, actions=(gym.spaces.Discrete,), render_first=False, step_cap: Optional[int] = None
+):
     """`num_envs` copies of `env_id` stepped in this process, SAME_STEP autoreset, episode stats in info. Their
     observations are flattened into one float vector (Box of any shape, Dict in sorted key order, Discrete
     one-hot); `actions` are the action space types the caller can act in. `render_first`: env 0 renders
-    rgb_array frames (`envs.envs[0].render()`), for videos."""
+    rgb_array frames (`envs.envs[0].render()`), for videos. `step_cap`: see make_flat_env."""
     if num_envs < 1:
         raise ValueError(f"--num-envs must be at least 1 (got {num_envs})")
     observation_space, action_space = check_gym_env(env_id, "is not a registered Gymnasium env")
@@ -96,15 +99,22 @@ def make_gym_vector_env(env_id: str, num_envs: int, actions=(gym.spaces.Discrete
         raise ValueError(
             f"--env-id {env_id}: action space {action_space} is not supported; this script acts in {names}"
         )
-    makers = [functools.partial(make_flat_env, env_id, render=render_first and i == 0) for i in range(num_envs)]
+    makers = [
+        functools.partial(make_flat_env, env_id, render=render_first and i == 0, step_cap=step_cap)
+        for i in range(num_envs)
+    ]
     return SameStepVectorEnv(makers)
 
 
-def make_flat_env(env_id: str, render=False) -> gym.Env:
-    """`env_id` with its observations flattened into a vector, unless they already are one; with `render`, its
-    frames as rgb_array. The passive env checker re-validates every step's output; it is a debugging aid that
-    costs ~20% of CartPole's stepping time, so we leave it to gymnasium's check_env."""
-    env = gym.make(env_id, disable_env_checker=True, **render_kwargs(env_id) if render else {})
+def make_flat_env(env_id: str, render=False, step_cap: Optional[int] = None, **kwargs) -> gym.Env:
+    """`env_id` (built with `kwargs`) with its observations flattened into a vector, unless they already are one;
+    with `render`, its frames as rgb_array. `step_cap`: an env with no time limit of its own (CliffWalking) is
+    truncated after this many steps, so an evaluation of a policy that never reaches the goal still ends. The
+    passive env checker re-validates every step's output; it is a debugging aid that costs ~20% of CartPole's
+    stepping time, so we leave it to gymnasium's check_env."""
+    if step_cap is not None and gym.spec(env_id).max_episode_steps is None:
+        kwargs["max_episode_steps"] = step_cap
+    env = gym.make(env_id, disable_env_checker=True, **kwargs, **render_kwargs(env_id) if render else {})
     space = env.observation_space
     if isinstance(space, gym.spaces.Box) and len(space.shape) == 1:
         return env

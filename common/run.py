@@ -279,7 +279,8 @@ def close(world, envs, writer) -> None:
 
 # What --eval-checkpoint takes from its own command line; every other flag is the saved run's.
 EVAL_FLAGS = (
-    "seed device torch_threads eval_episodes eval_actions render render_fps eval_checkpoint capture_video gif"
+    "seed device torch_threads eval_episodes eval_max_steps eval_actions render render_fps eval_checkpoint"
+    " capture_video gif"
 ).split()
 
 
