@@ -23,10 +23,11 @@ import time
 from dataclasses import dataclass
 from typing import Literal, Optional
 
+import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
-from torch.distributions import Categorical
+from torch.distributions import Categorical, Normal
 
 from common import distributed, puffer_envs, run
 from common.logs import Progress, announce, log_eval, make_run_name, print_end, report, save_video, video_paths
@@ -100,7 +101,9 @@ class Args(run.RunArgs):
     """width of the two hidden layers of the encoder (varies by env)"""
     activation: Optional[Literal["tanh", "relu"]] = None
     """the encoder's nonlinearity (varies by env)"""
-    BEFORE_FLAG = dict(activation="relu", anneal_ent=False)  # how runs saved before these flags existed trained
+    separate_critic: Optional[bool] = None
+    """the value head gets an encoder of its own, as CleanRL's and SB3's continuous-control agents (varies by env)"""
+    BEFORE_FLAG = dict(activation="relu", anneal_ent=False, separate_critic=False)  # runs saved before these flags
     lstm: bool = False
     """an LSTM between the encoder and the heads (for the memory envs: cartpole-novel, repeat-previous-easy)"""
     lstm_hidden_size: int = 64
@@ -114,7 +117,9 @@ class Args(run.RunArgs):
     max_ticks: int = 10_000
     """Tetris: a game is truncated (and bootstrapped) after this many steps"""
     eval_actions: Optional[Literal["greedy", "sampled"]] = None
-    """evaluate with the most likely action or by sampling (varies by env)"""
+    """evaluate with the most likely action (a Gaussian's mean) or by sampling (varies by env)"""
+    eval_max_steps: int = 1_000
+    """evaluation episodes of an env with no time limit of its own (CliffWalking) are truncated at this many steps"""
     render: bool = False
     """with --eval-checkpoint of a Tetris run: watch one game in the terminal"""
     render_fps: float = 10.0
@@ -124,6 +129,7 @@ class Args(run.RunArgs):
 # Per-env defaults: DEFAULTS, then what each env changes and why. `--env-id X --help` shows the result for X.
 # fmt: off
 DEFAULTS = dict(total_timesteps=100_000, num_envs=8, async_factor=1, backend="Serial", num_workers=1, horizon=64,
+                separate_critic=False,
                 num_minibatches=4, update_epochs=4, learning_rate=1e-3, gamma=0.99, gae_lambda=0.95, clip_coef=0.2,
                 vf_clip_coef=10.0, vf_coef=0.5, ent_coef=0.01, anneal_ent=False, prio_alpha=0.0, hidden_size=64,
                 activation="relu", reward_scale=1.0, norm_obs=False, norm_reward=False, eval_actions="greedy")
@@ -131,6 +137,10 @@ ENV_DEFAULTS = {
     # Any Gymnasium id (one set for CartPole, Acrobot, MountainCar, LunarLander; docs/classic_control.md): tanh encoder
     # over normalized observations, lambda 1, rewards x 0.1, no entropy bonus. With ReLU, MountainCar stays at -200.
     "gymnasium": dict(activation="tanh", gae_lambda=1.0, reward_scale=0.1, norm_obs=True, ent_coef=0.0),
+    # Any Gymnasium id with Box actions: one set for every continuous task, as CleanRL's ppo_continuous_action.py.
+    "continuous": dict(total_timesteps=1_000_000, num_envs=1, horizon=64, batch_size=2048, num_minibatches=32,
+                       update_epochs=10, learning_rate=3e-4, vf_clip_coef=0.2, ent_coef=0.0, activation="tanh",
+                       norm_obs=True, norm_reward=True, separate_critic=True),
     # The network is the cost: envs step in this process, torch gets both cores (1.5x one thread). ppo_tetris.py's batch
     # and loss, 128 wide (1.8x the SPS of 256), Adam 3e-3, entropy bonus 0.1 annealed to 0 (docs/ppo_puffer_async.md).
     "tetris": dict(total_timesteps=90_000_000, num_envs=512, num_minibatches=8, update_epochs=2, hidden_size=128,
@@ -151,16 +161,21 @@ ENV_DEFAULTS = {
 # fmt: on
 
 
-def env_defaults(env_id: str) -> dict:
+def env_defaults(env_id: str, env_kwargs: str = "") -> dict:
     kind = "pettingzoo" if is_pettingzoo(env_id) else env_id if env_id in ENV_DEFAULTS else "gymnasium"
+    if kind == "gymnasium" and puffer_envs.box_actions(env_id, env_kwargs):
+        kind = "continuous"
     return {**DEFAULTS, **ENV_DEFAULTS[kind]}
 
 
 def with_env_defaults(args: Args) -> Args:
-    """Every flag left at None gets its env's default (one worker when the backend is Serial)."""
-    defaults = env_defaults(args.env_id)
+    """Every flag left at None gets its env's default (one worker when the backend is Serial; with --lstm, the critic
+    reads the LSTM's memory too)."""
+    defaults = env_defaults(args.env_id, args.env_kwargs)
     if args.backend == "Serial":
         defaults["num_workers"] = 1
+    if args.lstm:
+        defaults["separate_critic"] = False
     return dataclasses.replace(args, **{k: v for k, v in defaults.items() if getattr(args, k) is None})
 
 
@@ -209,24 +224,50 @@ def take(x, index):
     return tuple(t[index] for t in x) if isinstance(x, tuple) else x[index]
 
 
+def action_head(space) -> tuple:
+    """(num_actions, continuous) for Policy: Discrete's n, MultiDiscrete's nvec, or a 1-D Box's size and True."""
+    if isinstance(space, gym.spaces.Box):
+        return int(space.shape[0]), True
+    return (space.nvec.tolist(), False) if isinstance(space, gym.spaces.MultiDiscrete) else (int(space.n), False)
+
+
 class Policy(nn.Module):
     """Encoder MLP (2 hidden layers), optionally an LSTM, then a policy head and a value head. `step` acts for
     a batch of agents (one observation each, with their recurrent state); `unroll` replays rows from each row's
-    stored initial state, reset where the rollout reset it, so the update sees exactly what the rollout saw."""
+    stored initial state, reset where the rollout reset it, so the update sees exactly what the rollout saw.
+    The policy head's output `out` parametrizes (`distribution`) a Categorical over Discrete actions (n =
+    `num_actions`), one Categorical per dimension of MultiDiscrete ones (`num_actions` = nvec), or, `continuous`,
+    a diagonal Gaussian over Box actions (`num_actions` = their size): `out` is the mean, and the log-std a
+    parameter of its own, independent of the state, as in CleanRL's ppo_continuous_action.py and SB3."""
 
-    def __init__(self, obs_dim: int, num_actions: int, hidden_size: int, lstm_hidden_size: int = 0, activation="relu"):
+    def __init__(self, obs_dim, num_actions, hidden_size, lstm_hidden_size=0, activation="relu", continuous=False,
+                 separate_critic=False):  # fmt: skip
         super().__init__()
         act = nn.Tanh if activation == "tanh" else nn.ReLU
-        self.encoder = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, hidden_size)), act(), layer_init(nn.Linear(hidden_size, hidden_size)), act()
-        )
+
+        def encoder():
+            linear = (layer_init(nn.Linear(obs_dim, hidden_size)), layer_init(nn.Linear(hidden_size, hidden_size)))
+            return nn.Sequential(linear[0], act(), linear[1], act())
+
+        self.encoder = encoder()
+        # Separate: the value loss shapes only the critic's features (the policy's stay its own; it is better on
+        # MuJoCo: docs/ppo_puffer_async.md). Drawn after the rest, so a shared policy's initial weights stay as before.
+        self.critic_encoder = None
         # nn.LSTM, not a loop of LSTMCells: a whole stretch of a row is one fused call (cartpole-novel trains
         # ~1.7x faster for it); `step` runs it on sequences of length 1.
         self.lstm = nn.LSTM(hidden_size, lstm_hidden_size, batch_first=True) if lstm_hidden_size else None
         head_size = lstm_hidden_size or hidden_size
         # Small policy-head init keeps the first policy near uniform; value head at unit scale.
-        self.actor = layer_init(nn.Linear(head_size, num_actions), std=0.01)
+        self.nvec = num_actions if isinstance(num_actions, list) else None
+        self.actor = layer_init(nn.Linear(head_size, sum(self.nvec or [num_actions])), std=0.01)
         self.critic = layer_init(nn.Linear(head_size, 1), std=1.0)
+        self.log_std = nn.Parameter(torch.zeros(num_actions)) if continuous else None  # std 1 at the start
+        self.critic_encoder = encoder() if separate_critic else None
+        if self.nvec:  # MultiDiscrete: the head's output gathered into (dimensions, widest n), padded with -inf
+            starts = np.cumsum([0] + self.nvec[:-1])
+            index = [[start + min(i, n - 1) for i in range(max(self.nvec))] for start, n in zip(starts, self.nvec)]
+            self.register_buffer("index", torch.tensor(index), persistent=False)
+            self.register_buffer("padding", torch.arange(max(self.nvec)) >= torch.tensor(self.nvec)[:, None], False)
 
     def initial_state(self, n: int, device: torch.device):
         return None if self.lstm is None else tuple(torch.zeros(n, self.lstm.hidden_size, device=device) for _ in "hc")
@@ -237,7 +278,10 @@ class Policy(nn.Module):
         if self.lstm is not None:
             out, (h, c) = self.lstm(hidden.unsqueeze(1), None if state is None else tuple(x[None] for x in state))
             hidden, state = out[:, 0], (h[0], c[0])
-        return self.actor(hidden), self.critic(hidden).squeeze(-1), state
+        return self.actor(hidden), self.value(obs, hidden), state
+
+    def value(self, obs: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+        return self.critic(hidden if self.critic_encoder is None else self.critic_encoder(obs)).squeeze(-1)
 
     def unroll(self, obs: torch.Tensor, state=None, starts=None, burn_in: int = 0, tbptt: int = 0):
         """(logits, values) for rows (rows, horizon, obs) from their initial `state`. `starts[:, t]` marks the
@@ -264,19 +308,42 @@ class Policy(nn.Module):
                     out, (h, c) = self.lstm(hidden[:, t:end], (h, c))
                 outputs.append(out)
             hidden = torch.cat(outputs, 1)
-        return self.actor(hidden), self.critic(hidden).squeeze(-1)
+        return self.actor(hidden), self.value(obs, hidden)
+
+    def logits(self, out: torch.Tensor) -> torch.Tensor:
+        """Discrete: the head's output; MultiDiscrete: (..., dimensions, widest n), -inf where a dimension has fewer."""
+        return out if self.nvec is None else out[..., self.index].masked_fill(self.padding, -torch.inf)
+
+    def distribution(self, out: torch.Tensor):
+        if self.log_std is not None:
+            return Normal(out, self.log_std.exp(), validate_args=False)
+        return Categorical(logits=self.logits(out), validate_args=False)
+
+    @staticmethod
+    def whole(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """Per whole action: a MultiDiscrete's or a Box's dimensions are independent, so their terms add up."""
+        return x if x.dim() < out.dim() else x.sum(-1)
+
+    def logprob_and_entropy(self, out: torch.Tensor, actions: torch.Tensor):
+        dist = self.distribution(out)
+        return self.whole(dist.log_prob(actions), out), self.whole(dist.entropy(), out)
+
+    def sample(self, out: torch.Tensor):
+        """(actions, their logprobs). A Gaussian's logprob is that of the action as drawn; only the env sees it
+        clipped to the bounds (to_env): the update must score the same action the rollout scored."""
+        dist = self.distribution(out)
+        actions = dist.sample()
+        return actions, self.whole(dist.log_prob(actions), out)
+
+    def greedy(self, out: torch.Tensor) -> torch.Tensor:
+        """The most likely action: the Gaussian's mean, or each categorical's argmax."""
+        return out if self.log_std is not None else self.logits(out).argmax(-1)
 
 
-def sample_actions(logits: torch.Tensor):
-    """Sample from the categorical policy; returns (actions, logprobs)."""
-    dist = Categorical(logits=logits, validate_args=False)
-    actions = dist.sample()
-    return actions, dist.log_prob(actions)
-
-
-def logprob_and_entropy(logits: torch.Tensor, actions: torch.Tensor):
-    dist = Categorical(logits=logits, validate_args=False)
-    return dist.log_prob(actions), dist.entropy()
+def to_env(actions: torch.Tensor, space) -> np.ndarray:
+    """What the env is sent: Box actions clipped to its bounds, integer actions as int32."""
+    actions = actions.cpu().numpy()
+    return np.clip(actions, space.low, space.high) if isinstance(space, gym.spaces.Box) else actions.astype(np.int32)
 
 
 # ----- experience buffer and rollout -----
@@ -291,11 +358,11 @@ class Experience:
     the observation after the row's last step, so no step lacks its bootstrap. With an LSTM (`state_size` > 0) it
     also keeps each agent's (h, c), each row's initial (h, c), and `starts[s, t]`: the state was reset before t."""
 
-    def __init__(self, segments: int, horizon: int, num_agents: int, obs_dim: int, device, state_size: int = 0):
+    def __init__(self, segments, horizon, num_agents, obs_dim, device, state_size=0, actions=((), torch.long)):
         self.segments, self.horizon, self.num_agents = segments, horizon, num_agents
         shape = (segments, horizon)
         self.obs = torch.zeros(shape + (obs_dim,), device=device)
-        self.actions = torch.zeros(shape, dtype=torch.long, device=device)
+        self.actions = torch.zeros(shape + actions[0], dtype=actions[1], device=device)  # one agent's: shape, dtype
         self.logprobs, self.values, self.rewards, self.terminals, self.truncations = (
             torch.zeros(shape, device=device) for _ in range(5)
         )
@@ -416,14 +483,14 @@ def rollout(vecenv, policy, experience, stats, gamma, reward_scale, reward_clamp
         dones = terminals | truncations
         _, starting = stats.update(agents, rewards, dones, masks)
         with torch.inference_mode():
-            obs_t = torch.as_tensor(obs, device=device)
+            obs_t = torch.as_tensor(obs, device=device, dtype=torch.float32)
             carried = state = None
             if policy.lstm is not None:  # each agent's state after its last step, zeroed where an episode begins
                 agents_t, starting = torch.as_tensor(agents, device=device), torch.as_tensor(starting, device=device)
                 carried = take(experience.state, agents_t)
                 state = tuple(x * (~starting).unsqueeze(-1) for x in carried)
-            logits, values, next_state = policy.step(obs_t, state)
-            actions, logprobs = sample_actions(logits)
+            out, values, next_state = policy.step(obs_t, state)
+            actions, logprobs = policy.sample(out)
             if policy.lstm is not None:
                 for stored, new in zip(experience.state, next_state):
                     stored[agents_t] = new
@@ -438,7 +505,8 @@ def rollout(vecenv, policy, experience, stats, gamma, reward_scale, reward_clamp
                 if next_step_reset:  # this recv's observation is the final one: its value is already here
                     final_values = values[torch.as_tensor(pending)][torch.as_tensor(truncated)]
                 else:  # from the final observation, with the memory of the episode it ended
-                    final_obs = torch.as_tensor(vecenv.final_observations[agents[pending][truncated]], device=device)
+                    final_obs = vecenv.final_observations[agents[pending][truncated]]
+                    final_obs = torch.as_tensor(final_obs, device=device, dtype=torch.float32)
                     ended = torch.as_tensor(np.flatnonzero(pending)[truncated])
                     with torch.inference_mode():
                         final_values = policy.step(final_obs, take(carried, ended))[1]
@@ -453,7 +521,7 @@ def rollout(vecenv, policy, experience, stats, gamma, reward_scale, reward_clamp
             store &= ~(dones & masks)
         if store.any():
             experience.store_steps(agents, store, obs_t, actions, logprobs, values, masks, starting, state)
-        actions_np = actions.cpu().numpy().astype(np.int32)
+        actions_np = to_env(actions, vecenv.single_action_space)
         timers["inference"] += time.perf_counter() - start
 
         start = time.perf_counter()
@@ -590,8 +658,8 @@ def normalize_advantages(advantages: torch.Tensor, masks: torch.Tensor) -> torch
     return (advantages - mean) / (std + 1e-8)
 
 
-def choose(logits: torch.Tensor, eval_actions: str) -> torch.Tensor:
-    return logits.argmax(-1) if eval_actions == "greedy" else sample_actions(logits)[0]
+def choose(policy: Policy, out: torch.Tensor, eval_actions: str) -> torch.Tensor:
+    return policy.greedy(out) if eval_actions == "greedy" else policy.sample(out)[0]
 
 
 def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device, obs_rms=None, videos=()) -> dict:
@@ -599,7 +667,7 @@ def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device, obs_r
     lengths of those first episodes (Tetris: `episodes` games; mpe-spread: `episodes` envs of 3 agents),
     observations scaled by the training's statistics, frozen. Tetris's stats: means over all games ended.
     `videos`: paths (.mp4, .gif) to record the first episode to; recording changes nothing that is played."""
-    env = dict(env_kwargs=args.env_kwargs, render=bool(videos))
+    env = dict(env_kwargs=args.env_kwargs, render=bool(videos), step_cap=args.eval_max_steps)
     vecenv = make_puffer_vecenv(args.env_id, episodes, seed, args.max_ticks, log_interval=1, **env)
     vecenv = NormalizedObservations(vecenv, obs_rms, frozen=True) if obs_rms is not None else vecenv
     stats, infos, frames = EpisodeStats(vecenv.num_agents, vecenv.autoreset), [], []
@@ -621,8 +689,8 @@ def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device, obs_r
                 if state is not None:
                     keep = torch.as_tensor(~starting, device=device).unsqueeze(-1)
                     state = tuple(x * keep for x in state)
-                logits, _, state = policy.step(torch.as_tensor(obs, device=device), state)
-            vecenv.send(choose(logits, args.eval_actions).cpu().numpy().astype(np.int32))
+                out, _, state = policy.step(torch.as_tensor(obs, device=device, dtype=torch.float32), state)
+            vecenv.send(to_env(choose(policy, out, args.eval_actions), vecenv.single_action_space))
         save_video(frames, videos, puffer_envs.frame_rate(vecenv))
     finally:
         vecenv.close()
@@ -638,7 +706,8 @@ def evaluate_checkpoint(args: Args) -> dict:
         raise ValueError(f"--render draws Tetris games; {args.eval_checkpoint} is a {args.env_id} run: drop --render")
     args = with_env_defaults(args)
     state_size = args.lstm_hidden_size if args.lstm else 0
-    policy = Policy(ckpt["obs_dim"], ckpt["num_actions"], args.hidden_size, state_size, args.activation)
+    head = (ckpt["num_actions"], args.hidden_size, state_size, args.activation, ckpt.get("continuous", False))
+    policy = Policy(ckpt["obs_dim"], *head, args.separate_critic)
     run.load_weights(policy.to(device), ckpt, "--eval-checkpoint", args.eval_checkpoint)
     if args.render:
         state = policy.initial_state(1, device)
@@ -646,8 +715,8 @@ def evaluate_checkpoint(args: Args) -> dict:
         def act(obs):
             nonlocal state
             with torch.inference_mode():
-                logits, _, state = policy.step(torch.as_tensor(obs, device=device), state)
-            return choose(logits, args.eval_actions).cpu().numpy()
+                out, _, state = policy.step(torch.as_tensor(obs, device=device), state)
+            return choose(policy, out, args.eval_actions).cpu().numpy()
 
         return watch(act, args.seed + 10_000, args.max_ticks, args.render_fps)
     obs_rms = RunningMeanStd.from_state(ckpt.get("obs_rms"))
@@ -678,9 +747,11 @@ def train(args: Args) -> dict:
     validate_args(args, num_agents)
     args = dataclasses.replace(args, batch_size=args.batch_size or num_agents * args.horizon)  # per rank
     segments = args.batch_size // args.horizon
-    obs_dim, num_actions = vecenv.single_observation_space.shape[0], int(vecenv.single_action_space.n)
+    obs_dim, action_space = vecenv.single_observation_space.shape[0], vecenv.single_action_space
+    num_actions, continuous = action_head(action_space)
     state_size = args.lstm_hidden_size if args.lstm else 0
-    policy = Policy(obs_dim, num_actions, args.hidden_size, state_size, args.activation).to(device)
+    head = (num_actions, args.hidden_size, state_size, args.activation, continuous, args.separate_critic)
+    policy = Policy(obs_dim, *head).to(device)
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5)
     stats = EpisodeStats(num_agents, vecenv.autoreset, args.gamma if args.norm_reward else None)
 
@@ -698,6 +769,7 @@ def train(args: Args) -> dict:
         run_name = distributed.join_ranks(world, policy, run_name, seed + start_update)
     # What each checkpoint holds besides the flags and the step (objects: their state_dict() at each save).
     saved = dict(lr_anchor=lr_anchor, model=policy, optimizer=optimizer, obs_dim=obs_dim, num_actions=num_actions)
+    saved["continuous"] = continuous
     saved.update(obs_rms=obs_rms, return_rms=stats.reward_scaler)
     writer, checkpoint = run.open_run("ppo_puffer_async", args, run_name, update_size, world, resumed, **saved)
     if world.rank == 0:
@@ -705,7 +777,8 @@ def train(args: Args) -> dict:
         announce(run_name, describe, start_update, num_updates, update_size, world, device, args.total_timesteps)
     stop, progress = distributed.StopRequest(world), Progress(end_step, start_step=(start_update - 1) * update_size)
 
-    experience = Experience(segments, args.horizon, num_agents, obs_dim, device, state_size)
+    actions = (action_space.shape, torch.float32 if continuous else torch.long)
+    experience = Experience(segments, args.horizon, num_agents, obs_dim, device, state_size, actions)
     vecenv.async_reset(seed + 1_000_000 * (start_update - 1))  # a resumed run plays fresh episodes
     timers, episode_means, tetris = dict(env=0.0, inference=0.0, learn=0.0), {}, {}
     last_eval, eval_text, completed, interrupted = None, "", start_update - 1, False
@@ -734,8 +807,8 @@ def train(args: Args) -> dict:
                 for rows, weights in sample_minibatches(advantages, masks, args.num_minibatches, args.prio_alpha, beta):
                     state, starts = take(experience.initial_state, rows), take(experience.starts, rows)
                     obs = experience.obs[rows]
-                    logits, new_values = policy.unroll(obs, state, starts, args.burn_in, args.tbptt or 0)
-                    new_logprobs, entropy = logprob_and_entropy(logits, experience.actions[rows])
+                    out, new_values = policy.unroll(obs, state, starts, args.burn_in, args.tbptt or 0)
+                    new_logprobs, entropy = policy.logprob_and_entropy(out, experience.actions[rows])
                     mb = dict(logprobs=experience.logprobs[rows], values=values[rows], returns=returns[rows])
                     mb["masks"] = masks[rows]
                     if args.burn_in:  # burn-in steps only warm the state up
@@ -761,6 +834,8 @@ def train(args: Args) -> dict:
             scalars["losses/explained_variance"] = explained_variance(values[masks > 0], returns[masks > 0])
             scalars["charts/learning_rate"] = optimizer.param_groups[0]["lr"]
             scalars.update({"charts/prio_beta": beta, "charts/ent_coef": ent_coef})
+            if continuous:  # the Gaussian's std, mean over the action's dimensions: how much the policy still explores
+                scalars["charts/action_std"] = policy.log_std.exp().mean().item()
             scalars.update({f"perf/{key}_time_frac": value / sum(timers.values()) for key, value in timers.items()})
             scalars["charts/SPS"] = progress.sps(global_step)
             if vecenv.agents_per_env > 1:

@@ -61,7 +61,7 @@ def script_flags(script: str, settings) -> list:
     return flags
 
 
-def run_one(script, env_id, seed, total, settings, folder, core):
+def run_one(script, env_id, seed, total, settings, folder, core, eval_freq=None, eval_episodes=20):
     """Runs one training (or reuses its saved result): {"final", "curve", "sps", "wall"}."""
     result_file = folder / "result.json"
     if result_file.exists():
@@ -75,9 +75,9 @@ def run_one(script, env_id, seed, total, settings, folder, core):
         "--total-timesteps",
         str(total),
         "--eval-episodes",
-        "20",
+        str(eval_episodes),
         "--eval-freq",
-        str(EVAL_FREQ[script]),
+        str(eval_freq or EVAL_FREQ[script]),
         "--checkpoint-freq",
         "0",
     ]

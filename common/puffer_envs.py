@@ -13,7 +13,7 @@ import numpy as np
 import pufferlib.emulation
 
 from common import vector
-from common.gym_envs import check_gym_env, render_kwargs
+from common.gym_envs import check_gym_env, check_observation_space, make_flat_env
 from common.normalize import RunningMeanStd, normalize_obs
 from common.tetris import Tetris, tetris_sharing_final_obs
 
@@ -126,8 +126,8 @@ def parse_env_kwargs(text: str) -> dict:
 
 def pettingzoo_maker(env_id: str, env_kwargs: dict, render=False):
     """A function building the PettingZoo parallel env `env_id` names (a short name or a module path such as
-    mpe2.simple_reference_v3), checked once here: every agent must have the same flat Box observation and
-    Discrete action space (one policy acts for all), else a one-line error naming them."""
+    mpe2.simple_reference_v3), checked once here: every agent must have the same spaces (one policy acts for all),
+    else a one-line error naming them; observations that are not a vector are flattened (FlatObservations)."""
     module_name, kwargs = PETTINGZOO_NAMES.get(env_id, (env_id, {}))
     try:
         module = importlib.import_module(module_name)
@@ -155,22 +155,56 @@ def pettingzoo_maker(env_id: str, env_kwargs: dict, render=False):
             f"--env-id {env_id}: its agents have different spaces ({named}); this script needs one "
             "observation and action space shared by every agent (e.g. mpe2.simple_reference_v3)"
         )
-    require_box_obs_discrete_actions(*next(iter(spaces.values())), env_id)
-    return make
+    observation_space, action_space = next(iter(spaces.values()))
+    check_spaces(observation_space, action_space, env_id)
+    flat = isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 1
+    return make if flat else functools.partial(FlatObservations, make)
 
 
-def require_box_obs_discrete_actions(observation_space, action_space, env_id: str) -> None:
-    """ppo_puffer_async.py takes flat Box observations and Discrete actions; say so early otherwise."""
-    if not isinstance(action_space, gym.spaces.Discrete):
+def box_actions(env_id: str, env_kwargs: str = "") -> bool:
+    """Whether the Gymnasium id `env_id` acts in Box actions (its defaults are the continuous set); False if unknown."""
+    try:
+        return isinstance(check_gym_env(env_id, "", parse_env_kwargs(env_kwargs))[1], gym.spaces.Box)
+    except ValueError:
+        return False
+
+
+def check_spaces(observation_space, action_space, env_id: str) -> None:
+    """ppo_puffer_async.py acts in Discrete, MultiDiscrete and 1-D Box actions, on observations that flatten into a
+    vector (gym_envs.check_observation_space); anything else is a one-line error naming the space."""
+    flat_box = isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1
+    if not (flat_box or isinstance(action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete))):
         raise ValueError(
-            f"--env-id {env_id}: action space {action_space} is not supported; "
-            "this script needs Discrete actions (e.g. CartPole-v1, Acrobot-v1, LunarLander-v3)"
+            f"--env-id {env_id}: action space {action_space} is not supported; this script acts in Discrete, "
+            "MultiDiscrete and 1-D Box actions (MultiBinary: a MultiDiscrete of 2s would do, not built in)"
         )
-    if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 1:
-        raise ValueError(
-            f"--env-id {env_id}: observation space {observation_space} is not supported; "
-            "this script needs a flat (1-D) Box observation"
-        )
+    check_observation_space(observation_space, env_id)
+
+
+class FlatObservations:
+    """A PettingZoo parallel env whose agents' observations are flattened into vectors (gymnasium's flatten:
+    Discrete one-hot, Dict in key order), as gym_envs.make_flat_env does for a Gymnasium env."""
+
+    def __init__(self, make_env):
+        self.env = env = make_env()
+        self.spaces = {agent: env.observation_space(agent) for agent in env.possible_agents}
+
+    def __getattr__(self, name):  # agents, possible_agents, action_space, render, close... are the env's
+        return getattr(self.env, name)
+
+    def observation_space(self, agent):
+        return gym.spaces.flatten_space(self.spaces[agent])
+
+    def flat(self, obs: dict) -> dict:
+        return {agent: gym.spaces.flatten(self.spaces[agent], ob) for agent, ob in obs.items()}
+
+    def reset(self, seed=None, options=None):
+        obs, infos = self.env.reset(seed=seed, options=options)
+        return self.flat(obs), infos
+
+    def step(self, actions):
+        obs, *rest = self.env.step(actions)
+        return (self.flat(obs), *rest)
 
 
 def _pettingzoo_env(make, buf=None, seed=0):
@@ -191,6 +225,7 @@ def make_puffer_vecenv(
     async_factor=1,
     env_kwargs="",
     render=False,
+    step_cap=None,
 ):
     """The vector env of ppo_puffer_async.py (common/vector.py's protocol: async_reset, recv, send).
 
@@ -201,7 +236,8 @@ def make_puffer_vecenv(
     The returned vecenv carries `autoreset`: "same_step" (an ended episode's last observation is in
     `final_observations`, the row already holds the next episode) or "next_step" (emulation: the ending
     step returns the final observation, the next one a reset observation with reward 0), and
-    `agents_per_env`. `render`: a Gymnasium or PettingZoo env's frames as rgb_array (first_frame).
+    `agents_per_env`. `render`: a Gymnasium or PettingZoo env's frames as rgb_array (first_frame). `step_cap`:
+    a Gymnasium env with no time limit of its own is truncated at this many steps (gym_envs.make_flat_env).
     """
     if num_envs < 1 or num_workers < 1 or async_factor < 1:
         raise ValueError(
@@ -236,10 +272,8 @@ def make_puffer_vecenv(
             "is unknown: use tetris, mpe-spread, cartpole-novel, repeat-previous-easy, a registered "
             "Gymnasium id such as CartPole-v1, or a PettingZoo module such as mpe2.simple_reference_v3"
         )
-        require_box_obs_discrete_actions(*check_gym_env(env_id, unknown, kwargs), env_id)
-        make_env = functools.partial(gym.make, env_id, disable_env_checker=True, **kwargs)
-        if render:
-            make_env = functools.partial(make_env, **render_kwargs(env_id))
+        check_spaces(*check_gym_env(env_id, unknown, kwargs), env_id)
+        make_env = functools.partial(make_flat_env, env_id, render, step_cap, **kwargs)
         creators, args, kwargs = _gymnasium_env, [make_env], {}
     objects = len(creators) if isinstance(creators, list) else num_envs
     vecenv = vector.make(

@@ -128,7 +128,7 @@ def grad(outdir):
                     model.initial_state(len(sel), torch.device("cpu")),
                     torch.zeros(len(sel), horizon, dtype=torch.bool),
                 )
-                logprobs, entropy = ppo_puffer_async.logprob_and_entropy(logits, actions[sel])
+                logprobs, entropy = model.logprob_and_entropy(logits, actions[sel])
                 mb = dict(logprobs=old_logprobs[sel], values=old_values[sel], returns=returns[sel])
                 mb.update(advantages=advantages[sel], masks=torch.ones(len(sel), horizon))
                 return ppo_puffer_async.ppo_loss(logprobs, values, entropy, mb, None, (0.2, 0.2, 0.5, 0.01))[0]

@@ -605,7 +605,7 @@ def test_gymnasium_defaults_reach_the_mountaincar_flag(tmp_path, monkeypatch):
         (["--env-id", "tetris", "--num-envs", "16", "--horizon", "8", "--batch-size", "136"], "--batch-size 136"),
         (["--env-id", "tetris", "--num-envs", "16", "--horizon", "8", "--num-minibatches", "3"], "--num-minibatches 3"),
         (["--env-id", "nope-v0"], "--env-id 'nope-v0' is unknown"),
-        (["--env-id", "Pendulum-v1"], "Discrete actions"),
+        (["--env-id", "CarRacing-v3"], "holds images, which need a CNN"),
         (["--backend", "Multiprocessing", "--num-workers", "64"], "--num-workers"),
         (["--prio-beta0", "2"], "--prio-beta0"),
         (["--torch-threads", "0"], "--torch-threads must be at least 1 (got 0)"),
@@ -751,7 +751,7 @@ def test_lstm_update_replays_exactly_what_the_rollout_saw(env_id, env_kwargs, bu
     assert experience.starts[:, 1:].any(), "no episode began inside a row: the test would prove nothing"
     with torch.no_grad():
         logits, values = policy.unroll(experience.obs, experience.initial_state, experience.starts, burn_in=burn_in)
-        logprobs, _ = ppo_puffer_async.logprob_and_entropy(logits, experience.actions)
+        logprobs, _ = policy.logprob_and_entropy(logits, experience.actions)
     torch.testing.assert_close(values, experience.values, atol=1e-5, rtol=0)
     torch.testing.assert_close(logprobs, experience.logprobs, atol=1e-5, rtol=0)
     # PufferLib's way (every row from a zero state, no resets) does not reproduce them
