@@ -1,17 +1,16 @@
 """PufferLib 3.0-style PPO (the loop of PufferLib's pufferl.py) in one file, correct where PufferLib is not.
 
 Read top to bottom: Args and per-env defaults, network, experience buffer, rollout, advantages, prioritized
-rows, loss, evaluation, train(); the run's plumbing is common/run.py's. What it teaches, from PufferLib:
-async env groups (recv(group) -> policy -> send(actions): one group steps while the policy runs on another),
-a (segments x horizon) buffer whose rows are the unit of sampling and of LSTM sequences (a multi-agent env is
-just more agents), and prioritized minibatches of whole rows. Where pufferl.py goes wrong and this file does
-not (docs/ppo_puffer_async.md): truncation is bootstrapped with V(final observation); emulated envs' reset
-steps never enter the buffer; a row's last step bootstraps from the agent's next observation; rewards are
-clamped only if asked; absent agents carry no loss; rows are tracked per agent id, whatever order groups come
-back in; importance weights are normalized and beta reaches 1; --lstm rows replay the rollout's state.
+rows, loss, evaluation, train(). From PufferLib: async env groups (recv(group) -> policy -> send(actions)), a
+(segments x horizon) buffer whose rows are the unit of sampling and of LSTM sequences (a multi-agent env is just
+more agents), prioritized minibatches of whole rows. Where pufferl.py goes wrong and this file does not
+(docs/ppo_puffer_async.md): truncation bootstrapped with V(final observation); no reset step in the buffer; a
+row's last step bootstrapped; rewards clamped only if asked; absent agents carry no loss; rows tracked per agent
+whatever order groups come back in; normalized importance weights, beta reaching 1; LSTM rows replay the rollout.
 
     python ppo_puffer_async.py                # Tetris: 90M steps, 15-17 min on 2 cores, return 10.2-11.2, 4.8-6.1 lines
-    python ppo_puffer_async.py --env-id mpe-spread               # 3 agents per env (or: a Gymnasium id, mpe2.simple_v3)
+    python ppo_puffer_async.py --env-id HalfCheetah-v5           # Box actions: the continuous defaults, 1M steps
+    python ppo_puffer_async.py --env-id mpe-spread               # 3 agents per env (or: any PettingZoo module)
     python ppo_puffer_async.py --env-id cartpole-novel --lstm    # velocities hidden: memory needed
     python ppo_puffer_async.py --eval-checkpoint runs/<run>/ppo_puffer_async.pt
     torchrun --standalone --nproc-per-node 2 ppo_puffer_async.py   # data-parallel: 2 ranks, each its own envs
@@ -29,7 +28,7 @@ import torch
 import torch.nn as nn
 from torch.distributions import Categorical, Normal
 
-from common import distributed, puffer_envs, run
+from common import distributed, logs, puffer_envs, run
 from common.logs import Progress, announce, log_eval, make_run_name, print_end, report, save_video, video_paths
 from common.normalize import RewardScaler, RunningMeanStd
 from common.puffer_envs import EpisodeLog, NormalizedObservations, is_pettingzoo, make_puffer_vecenv
@@ -129,16 +128,18 @@ class Args(run.RunArgs):
 # Per-env defaults: DEFAULTS, then what each env changes and why. `--env-id X --help` shows the result for X.
 # fmt: off
 DEFAULTS = dict(total_timesteps=100_000, num_envs=8, async_factor=1, backend="Serial", num_workers=1, horizon=64,
-                separate_critic=False,
                 num_minibatches=4, update_epochs=4, learning_rate=1e-3, gamma=0.99, gae_lambda=0.95, clip_coef=0.2,
                 vf_clip_coef=10.0, vf_coef=0.5, ent_coef=0.01, anneal_ent=False, prio_alpha=0.0, hidden_size=64,
-                activation="relu", reward_scale=1.0, norm_obs=False, norm_reward=False, eval_actions="greedy")
+                activation="relu", reward_scale=1.0, norm_obs=False, norm_reward=False, eval_actions="greedy",
+                separate_critic=False)
 ENV_DEFAULTS = {
     # Any Gymnasium id (one set for CartPole, Acrobot, MountainCar, LunarLander; docs/classic_control.md): tanh encoder
     # over normalized observations, lambda 1, rewards x 0.1, no entropy bonus. With ReLU, MountainCar stays at -200.
     "gymnasium": dict(activation="tanh", gae_lambda=1.0, reward_scale=0.1, norm_obs=True, ent_coef=0.0),
-    # Any Gymnasium id with Box actions: one set for every continuous task, as CleanRL's ppo_continuous_action.py.
-    "continuous": dict(total_timesteps=1_000_000, num_envs=1, horizon=64, batch_size=2048, num_minibatches=32,
+    # Any Gymnasium id with Box actions, one set as CleanRL's ppo_continuous_action.py has (chosen on MuJoCo, seed 11;
+    # docs/ppo_puffer_async.md): its learning (2048 steps, 10 epochs, Adam 3e-4, normalized observations and rewards,
+    # separate 64-wide tanh networks), from 8 envs, in minibatches of 256 steps (16 rows of 16): ~2x the SPS of 64.
+    "continuous": dict(total_timesteps=1_000_000, num_envs=8, horizon=16, batch_size=2048, num_minibatches=8,
                        update_epochs=10, learning_rate=3e-4, vf_clip_coef=0.2, ent_coef=0.0, activation="tanh",
                        norm_obs=True, norm_reward=True, separate_critic=True),
     # The network is the cost: envs step in this process, torch gets both cores (1.5x one thread). ppo_tetris.py's batch
@@ -208,9 +209,6 @@ def validate_args(args: Args, num_agents: Optional[int] = None) -> None:
         raise ValueError(f"--num-minibatches {args.num_minibatches} must divide the {rows} rows (batch / horizon)")
 
 
-# ----- network -----
-
-
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
     torch.nn.init.orthogonal_(layer.weight, std)
     torch.nn.init.constant_(layer.bias, bias_const)
@@ -226,19 +224,17 @@ def take(x, index):
 
 def action_head(space) -> tuple:
     """(num_actions, continuous) for Policy: Discrete's n, MultiDiscrete's nvec, or a 1-D Box's size and True."""
-    if isinstance(space, gym.spaces.Box):
-        return int(space.shape[0]), True
-    return (space.nvec.tolist(), False) if isinstance(space, gym.spaces.MultiDiscrete) else (int(space.n), False)
+    box, multi = isinstance(space, gym.spaces.Box), isinstance(space, gym.spaces.MultiDiscrete)
+    return (int(space.shape[0]) if box else space.nvec.tolist() if multi else int(space.n)), box
 
 
 class Policy(nn.Module):
-    """Encoder MLP (2 hidden layers), optionally an LSTM, then a policy head and a value head. `step` acts for
-    a batch of agents (one observation each, with their recurrent state); `unroll` replays rows from each row's
-    stored initial state, reset where the rollout reset it, so the update sees exactly what the rollout saw.
-    The policy head's output `out` parametrizes (`distribution`) a Categorical over Discrete actions (n =
-    `num_actions`), one Categorical per dimension of MultiDiscrete ones (`num_actions` = nvec), or, `continuous`,
-    a diagonal Gaussian over Box actions (`num_actions` = their size): `out` is the mean, and the log-std a
-    parameter of its own, independent of the state, as in CleanRL's ppo_continuous_action.py and SB3."""
+    """Encoder MLP (2 hidden layers), optionally an LSTM, then a policy head and a value head. `step` acts for a
+    batch of agents (one observation each, with their recurrent state); `unroll` replays rows from each row's stored
+    state, reset where the rollout reset it. The policy head's output is the logits of a Categorical (Discrete: n =
+    `num_actions`), of one per dimension (MultiDiscrete: `num_actions` = nvec), or the mean of a diagonal Gaussian
+    (`continuous`: Box actions of that size) whose log-std is a parameter, independent of the state, as in CleanRL's
+    ppo_continuous_action.py and SB3."""
 
     def __init__(self, obs_dim, num_actions, hidden_size, lstm_hidden_size=0, activation="relu", continuous=False,
                  separate_critic=False):  # fmt: skip
@@ -250,8 +246,8 @@ class Policy(nn.Module):
             return nn.Sequential(linear[0], act(), linear[1], act())
 
         self.encoder = encoder()
-        # Separate: the value loss shapes only the critic's features (the policy's stay its own; it is better on
-        # MuJoCo: docs/ppo_puffer_async.md). Drawn after the rest, so a shared policy's initial weights stay as before.
+        # --separate-critic: the value loss shapes only the critic's own features (as in CleanRL's and SB3's MuJoCo
+        # agents). Drawn after the rest, so a shared policy's initial weights are what they were before the flag.
         self.critic_encoder = None
         # nn.LSTM, not a loop of LSTMCells: a whole stretch of a row is one fused call (cartpole-novel trains
         # ~1.7x faster for it); `step` runs it on sequences of length 1.
@@ -263,17 +259,12 @@ class Policy(nn.Module):
         self.critic = layer_init(nn.Linear(head_size, 1), std=1.0)
         self.log_std = nn.Parameter(torch.zeros(num_actions)) if continuous else None  # std 1 at the start
         self.critic_encoder = encoder() if separate_critic else None
-        if self.nvec:  # MultiDiscrete: the head's output gathered into (dimensions, widest n), padded with -inf
-            starts = np.cumsum([0] + self.nvec[:-1])
-            index = [[start + min(i, n - 1) for i in range(max(self.nvec))] for start, n in zip(starts, self.nvec)]
-            self.register_buffer("index", torch.tensor(index), persistent=False)
-            self.register_buffer("padding", torch.arange(max(self.nvec)) >= torch.tensor(self.nvec)[:, None], False)
 
     def initial_state(self, n: int, device: torch.device):
         return None if self.lstm is None else tuple(torch.zeros(n, self.lstm.hidden_size, device=device) for _ in "hc")
 
     def step(self, obs: torch.Tensor, state=None):
-        """(logits, value, next state) for one observation per agent."""
+        """(policy head's output, value, next state) for one observation per agent."""
         hidden = self.encoder(obs)
         if self.lstm is not None:
             out, (h, c) = self.lstm(hidden.unsqueeze(1), None if state is None else tuple(x[None] for x in state))
@@ -284,9 +275,8 @@ class Policy(nn.Module):
         return self.critic(hidden if self.critic_encoder is None else self.critic_encoder(obs)).squeeze(-1)
 
     def unroll(self, obs: torch.Tensor, state=None, starts=None, burn_in: int = 0, tbptt: int = 0):
-        """(logits, values) for rows (rows, horizon, obs) from their initial `state`. `starts[:, t]` marks the
-        steps before which the rollout reset the state (an episode began); the first `burn_in` steps only advance
-        the state, without gradient; the state is detached every `tbptt` steps."""
+        """(policy head's outputs, values) for rows (rows, horizon, obs) from their initial `state`, reset before the
+        steps `starts[:, t]` marks; the first `burn_in` steps only advance the state; it is detached every `tbptt`."""
         hidden = self.encoder(obs)
         if self.lstm is not None:
             # The rows are cut only where something happens to the state between two steps: an episode begins
@@ -311,32 +301,37 @@ class Policy(nn.Module):
         return self.actor(hidden), self.value(obs, hidden)
 
     def logits(self, out: torch.Tensor) -> torch.Tensor:
-        """Discrete: the head's output; MultiDiscrete: (..., dimensions, widest n), -inf where a dimension has fewer."""
-        return out if self.nvec is None else out[..., self.index].masked_fill(self.padding, -torch.inf)
+        """Discrete: the head's output; MultiDiscrete: (..., dimensions, widest n), each padded with -inf."""
+        if self.nvec is None:
+            return out
+        width = max(self.nvec)
+        return torch.stack(
+            [nn.functional.pad(x, (0, width - x.shape[-1]), value=-torch.inf) for x in out.split(self.nvec, -1)], -2
+        )
 
     def distribution(self, out: torch.Tensor):
         if self.log_std is not None:
             return Normal(out, self.log_std.exp(), validate_args=False)
         return Categorical(logits=self.logits(out), validate_args=False)
 
-    @staticmethod
-    def whole(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        """Per whole action: a MultiDiscrete's or a Box's dimensions are independent, so their terms add up."""
-        return x if x.dim() < out.dim() else x.sum(-1)
-
     def logprob_and_entropy(self, out: torch.Tensor, actions: torch.Tensor):
+        """Of whole actions: a MultiDiscrete's or a Box's dimensions are independent, so their terms add up."""
         dist = self.distribution(out)
-        return self.whole(dist.log_prob(actions), out), self.whole(dist.entropy(), out)
+        logprobs, entropy = dist.log_prob(actions), dist.entropy()
+        return (logprobs, entropy) if logprobs.dim() < out.dim() else (logprobs.sum(-1), entropy.sum(-1))
 
     def sample(self, out: torch.Tensor):
         """(actions, their logprobs). A Gaussian's logprob is that of the action as drawn; only the env sees it
         clipped to the bounds (to_env): the update must score the same action the rollout scored."""
         dist = self.distribution(out)
         actions = dist.sample()
-        return actions, self.whole(dist.log_prob(actions), out)
+        logprobs = dist.log_prob(actions)
+        return actions, logprobs if logprobs.dim() < out.dim() else logprobs.sum(-1)
 
-    def greedy(self, out: torch.Tensor) -> torch.Tensor:
-        """The most likely action: the Gaussian's mean, or each categorical's argmax."""
+    def choose(self, out: torch.Tensor, eval_actions="greedy") -> torch.Tensor:
+        """Evaluation's action: the most likely one (the Gaussian's mean, each categorical's argmax), or sampled."""
+        if eval_actions == "sampled":
+            return self.sample(out)[0]
         return out if self.log_std is not None else self.logits(out).argmax(-1)
 
 
@@ -346,17 +341,13 @@ def to_env(actions: torch.Tensor, space) -> np.ndarray:
     return np.clip(actions, space.low, space.high) if isinstance(space, gym.spaces.Box) else actions.astype(np.int32)
 
 
-# ----- experience buffer and rollout -----
-
-
 class Experience:
-    """The (segments, horizon) buffer and the per-agent bookkeeping that fills it. Each agent owns a current row and
-    a position in it. A step's observation, action, logprob and value are stored when the policy acts; its reward
-    and end flags when the agent's next observation arrives. A full row is handed over and the agent takes the next
-    free row; once none is free the agent plays on without storing, and the rollout ends when every row is full.
-    `next_row[s]` links a row to the same agent's next row (-1: the rollout ended first) and `next_value[s]` is V of
-    the observation after the row's last step, so no step lacks its bootstrap. With an LSTM (`state_size` > 0) it
-    also keeps each agent's (h, c), each row's initial (h, c), and `starts[s, t]`: the state was reset before t."""
+    """The (segments, horizon) buffer and the per-agent bookkeeping that fills it. Each agent owns a row and a
+    position in it. A step's observation, action, logprob and value are stored when the policy acts; its reward and
+    end flags when the agent's next observation arrives. A full row is handed over and the agent takes the next free
+    one; once none is free it plays on without storing, until every row is full. `next_row[s]`: the same agent's
+    next row (-1: none); `next_value[s]`: V of the observation after the row's last step. With an LSTM: each agent's
+    (h, c), each row's initial (h, c), and `starts[s, t]`: the state was reset before t."""
 
     def __init__(self, segments, horizon, num_agents, obs_dim, device, state_size=0, actions=((), torch.long)):
         self.segments, self.horizon, self.num_agents = segments, horizon, num_agents
@@ -412,8 +403,7 @@ class Experience:
         self.pending[agents] = False
 
     def store_steps(self, agents, store, obs, actions, logprobs, values, masks, starts=None, state=None) -> None:
-        """Stores the steps the policy just took, of the agents where `store` is True; with an LSTM, `state` is
-        the (h, c) each step started from and `starts` whether it was reset there."""
+        """Stores the steps just taken by the agents where `store` is True (LSTM: the (h, c) each started from)."""
         agents, store_t = agents[store], torch.as_tensor(store)
         rows, pos = torch.as_tensor(self.row[agents]), torch.as_tensor(self.pos[agents])
         self.obs[rows, pos] = obs[store_t]
@@ -430,17 +420,11 @@ class Experience:
 
 
 class EpisodeStats:
-    """Two decisions the learning rests on, for every env kind: which steps are real transitions (only those are
-    counted, in `log`'s returns and lengths, and stored), and which observations begin an episode (where an
-    LSTM's state restarts from zeros).
-
-    With "same_step" autoreset (our Tetris) the observation after an end is already the next episode's (the
-    true last one is in `vecenv.final_observations`); with "next_step" (PufferLib's emulation) the observation
-    after an end IS the last one, the action on it is ignored, and the next recv brings the reset observation
-    with reward 0, which is no transition and is not counted.
-
-    With `gamma`, `reward_scaler` tracks each agent's discounted return, whose std SB3's VecNormalize divides by.
-    """
+    """Which steps are real transitions (only those are counted and stored) and which observations begin an
+    episode (an LSTM's state restarts there). With "same_step" autoreset (our Tetris) the observation after an end
+    is already the next episode's (the last one is in `vecenv.final_observations`); with "next_step" (PufferLib's
+    emulation) it IS the last one, the action on it is ignored, and the next recv brings the reset observation with
+    reward 0, no transition. With `gamma`, `reward_scaler` tracks each agent's discounted return (for its std)."""
 
     def __init__(self, num_agents: int, autoreset: str, gamma=None):
         self.next_step_reset = autoreset == "next_step"
@@ -450,8 +434,7 @@ class EpisodeStats:
         self.ended = np.zeros(num_agents, dtype=bool)  # the last observation ended an episode
 
     def update(self, agents, rewards, dones, masks):
-        """Counts this recv's rewards. Returns (the agents whose episode ended, a bool per agent: this
-        observation begins an episode)."""
+        """Counts this recv's rewards; (the agents whose episode ended, per agent: this observation starts one)."""
         acting = self.acting[agents]
         acted = agents[acting]
         ended = self.log.add(acted, rewards[acting], dones[acting])
@@ -459,16 +442,15 @@ class EpisodeStats:
             self.reward_scaler.track(acted, rewards[acting], dones[acting])
         starting = self.ended[agents] if self.next_step_reset else dones
         self.ended[agents] = dones
-        # The observation that ends an emulated episode is its last, not a state to act in. Absent agents
-        # (mask False) act on nothing either.
+        # An emulated episode's last observation is no state to act in; absent agents (mask False) act on nothing.
         self.acting[agents] = masks & ~dones if self.next_step_reset else masks
         return ended, starting
 
 
 def rollout(vecenv, policy, experience, stats, gamma, reward_scale, reward_clamp, device, timers: dict) -> list:
-    """recv(group) -> policy -> store -> send until every row of `experience` is full; returns env infos.
-    Whatever order the groups come back in, each agent's steps go to its own row, in order. A truncated step's
-    reward gets gamma * V(final observation): the episode could have gone on (episode ends: see EpisodeStats)."""
+    """recv(group) -> policy -> store -> send until every row of `experience` is full, each agent's steps in its own
+    rows whatever order the groups come back in; returns env infos. A truncated step's reward gets gamma *
+    V(final observation): the episode could have gone on (episode ends: see EpisodeStats)."""
     next_step_reset = vecenv.autoreset == "next_step"
     infos = []
     experience.reset()
@@ -530,14 +512,10 @@ def rollout(vecenv, policy, experience, stats, gamma, reward_scale, reward_clamp
     return infos
 
 
-# ----- advantages, prioritized minibatches, loss -----
-
-
 def compute_gae(rewards, values, dones, next_value, gamma: float, gae_lambda: float, next_row=None):
-    """Generalized Advantage Estimation per row, on (segments, horizon) tensors: the other scripts'
-    compute_gae transposed. `dones[s, t]` = 1 when the transition at (s, t) ended the episode (truncation:
-    gamma * V(final obs) is already in the reward), `next_value[s]` = V of the observation after row s's last
-    step. With `next_row` (the same agent's next row, -1 for none) the lambda-chain runs on into that row, so
+    """GAE per row of (segments, horizon) tensors. `dones[s, t]` = 1 where the transition ended the episode
+    (truncation: gamma * V(final obs) is already in the reward), `next_value[s]` = V of the observation after row
+    s's last step. With `next_row` (the same agent's next row, -1 for none) the lambda-chain runs on into that row:
     the advantages equal plain GAE over each agent's whole trajectory. Returns (advantages, returns)."""
     advantages = torch.zeros_like(rewards)
     last_advantage = torch.zeros_like(next_value)
@@ -566,10 +544,9 @@ def compute_gae(rewards, values, dones, next_value, gamma: float, gae_lambda: fl
 
 
 def compute_lambda_returns(rewards, values, dones, next_value, gamma: float, gae_lambda: float, next_row=None):
-    """TD(lambda) returns by their own recursion (Daley & Amato 2019, eq. 3) on the same layout:
-    R_t = r_t + gamma * (1 - done_t) * ((1 - lambda) V(s_t+1) + lambda R_t+1), with R past a row's end =
-    next_value (or, with `next_row`, the next row's return). A = R - V. For a state-value critic this is GAE
-    written another way (a test checks that they agree). Returns (advantages, returns)."""
+    """TD(lambda) returns by their own recursion (Daley & Amato 2019, eq. 3), on the same layout: R_t = r_t + gamma *
+    (1 - done_t) * ((1 - lambda) V(s_t+1) + lambda R_t+1), R past a row's end = next_value (or the next row's return).
+    A = R - V: GAE written another way for a state-value critic (a test checks it). Returns (advantages, returns)."""
     returns = torch.zeros_like(rewards)
     linked, successor = (next_row >= 0, next_row.clamp(min=0)) if next_row is not None else (None, None)
     beyond = next_value.clone()  # R just past each row's end; chains resolve one link per pass
@@ -596,10 +573,9 @@ def prio_beta(beta0: float, update: int, num_updates: int) -> float:
 
 
 def sample_minibatches(advantages, masks, num_minibatches: int, alpha: float, beta: float):
-    """A list of (rows, weights) minibatches of whole rows. alpha == 0: a random permutation split into minibatches,
-    every row once, weights None. alpha > 0: rows drawn WITH replacement with P(s) ~ (sum_t |A[s, t]|) ** alpha, so the
-    frequencies are exactly those probabilities and the importance weights (N * P(s)) ** -beta undo the bias exactly at
-    beta = 1; they are divided by the minibatch's largest so they only ever shrink a step (as in prioritized replay)."""
+    """(rows, weights) minibatches of whole rows. alpha == 0: a random permutation of the rows, weights None. alpha > 0:
+    rows drawn with replacement, P(s) ~ (sum_t |A[s, t]|) ** alpha, importance weights (N * P(s)) ** -beta (unbiased
+    at beta = 1) divided by the minibatch's largest, so they only ever shrink a step (as in prioritized replay)."""
     segments = advantages.shape[0]
     rows_per_minibatch = segments // num_minibatches
     if alpha == 0:
@@ -616,13 +592,11 @@ def sample_minibatches(advantages, masks, num_minibatches: int, alpha: float, be
 
 
 def ppo_loss(new_logprobs, new_values, entropy, mb: dict, weights, coefs):
-    """The clipped PPO objective on a minibatch of rows. All tensors are (rows, horizon): the policy's new
-    logprobs, values and entropies, and the rollout's `mb` logprobs, values, returns, advantages (normalized)
-    and masks (1 for real agent steps); weights: (rows,) importance weights or None; coefs: (clip_coef,
-    vf_clip_coef, vf_coef, ent_coef). The weights multiply the policy and value terms, the two estimates of
-    an expectation over the rollout that prioritized sampling biases; the entropy bonus is a regularizer and
-    stays unweighted. The value loss has no 1/2 factor (pufferl.py 3.0 has one, so its --vf-coef x equals our
-    x / 2). Returns (loss, the logged losses)."""
+    """The clipped PPO objective on a minibatch of rows; all tensors (rows, horizon): the new logprobs, values,
+    entropies, and the rollout's `mb` logprobs, values, returns, advantages (normalized), masks (1: a real step).
+    The importance `weights` (rows,) multiply the policy and value terms, the estimates prioritized sampling biases;
+    the entropy bonus, a regularizer, stays unweighted. No 1/2 in the value loss (pufferl.py 3.0's --vf-coef x is
+    our x / 2). coefs: (clip_coef, vf_clip_coef, vf_coef, ent_coef). Returns (loss, the logged losses)."""
     clip_coef, vf_clip_coef, vf_coef, ent_coef = coefs
     advantages, masks = mb["advantages"], mb["masks"]
     logratio = new_logprobs - mb["logprobs"]
@@ -643,13 +617,6 @@ def ppo_loss(new_logprobs, new_values, entropy, mb: dict, weights, coefs):
     return loss, {key: value.detach() for key, value in losses.items()}
 
 
-def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
-    """1 - Var(returns - values) / Var(returns): how much of the returns' spread the value function predicts (1: all,
-    0: no better than a constant; NaN when the returns do not vary)."""
-    var_returns = returns.var()
-    return float("nan") if var_returns == 0 else (1 - (returns - values).var() / var_returns).item()
-
-
 def normalize_advantages(advantages: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
     """Zero mean, unit std over the minibatch's real steps."""
     count = masks.sum().clamp(min=2.0)
@@ -658,14 +625,9 @@ def normalize_advantages(advantages: torch.Tensor, masks: torch.Tensor) -> torch
     return (advantages - mean) / (std + 1e-8)
 
 
-def choose(policy: Policy, out: torch.Tensor, eval_actions: str) -> torch.Tensor:
-    return policy.greedy(out) if eval_actions == "greedy" else policy.sample(out)[0]
-
-
 def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device, obs_rms=None, videos=()) -> dict:
-    """Plays until every agent of a fresh in-process env has finished one episode; per-agent returns and
-    lengths of those first episodes (Tetris: `episodes` games; mpe-spread: `episodes` envs of 3 agents),
-    observations scaled by the training's statistics, frozen. Tetris's stats: means over all games ended.
+    """Plays until every agent of a fresh in-process env has finished one episode (`episodes` envs; Tetris's stats:
+    over all games ended), observations scaled by the training's statistics, frozen; per-agent returns and lengths.
     `videos`: paths (.mp4, .gif) to record the first episode to; recording changes nothing that is played."""
     env = dict(env_kwargs=args.env_kwargs, render=bool(videos), step_cap=args.eval_max_steps)
     vecenv = make_puffer_vecenv(args.env_id, episodes, seed, args.max_ticks, log_interval=1, **env)
@@ -690,7 +652,7 @@ def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device, obs_r
                     keep = torch.as_tensor(~starting, device=device).unsqueeze(-1)
                     state = tuple(x * keep for x in state)
                 out, _, state = policy.step(torch.as_tensor(obs, device=device, dtype=torch.float32), state)
-            vecenv.send(to_env(choose(policy, out, args.eval_actions), vecenv.single_action_space))
+            vecenv.send(to_env(policy.choose(out, args.eval_actions), vecenv.single_action_space))
         save_video(frames, videos, puffer_envs.frame_rate(vecenv))
     finally:
         vecenv.close()
@@ -716,7 +678,7 @@ def evaluate_checkpoint(args: Args) -> dict:
             nonlocal state
             with torch.inference_mode():
                 out, _, state = policy.step(torch.as_tensor(obs, device=device), state)
-            return choose(policy, out, args.eval_actions).cpu().numpy()
+            return policy.choose(out, args.eval_actions).cpu().numpy()
 
         return watch(act, args.seed + 10_000, args.max_ticks, args.render_fps)
     obs_rms = RunningMeanStd.from_state(ckpt.get("obs_rms"))
@@ -769,8 +731,7 @@ def train(args: Args) -> dict:
         run_name = distributed.join_ranks(world, policy, run_name, seed + start_update)
     # What each checkpoint holds besides the flags and the step (objects: their state_dict() at each save).
     saved = dict(lr_anchor=lr_anchor, model=policy, optimizer=optimizer, obs_dim=obs_dim, num_actions=num_actions)
-    saved["continuous"] = continuous
-    saved.update(obs_rms=obs_rms, return_rms=stats.reward_scaler)
+    saved.update(continuous=continuous, obs_rms=obs_rms, return_rms=stats.reward_scaler)
     writer, checkpoint = run.open_run("ppo_puffer_async", args, run_name, update_size, world, resumed, **saved)
     if world.rank == 0:
         describe = f"{args.env_id}, {num_agents} agents, {args.async_factor} group(s), {segments} rows x {args.horizon}"
@@ -831,7 +792,7 @@ def train(args: Args) -> dict:
             # Every rank's episodes and Tetris stats, and whether any rank saw a Ctrl-C (torchrun).
             returns_, lengths, infos, stops = distributed.pool(world, *stats.log.pop(), infos, [stop.requested])
             scalars = {f"losses/{key}": value.item() for key, value in losses.items()}
-            scalars["losses/explained_variance"] = explained_variance(values[masks > 0], returns[masks > 0])
+            scalars["losses/explained_variance"] = logs.explained_variance(values[masks > 0], returns[masks > 0])
             scalars["charts/learning_rate"] = optimizer.param_groups[0]["lr"]
             scalars.update({"charts/prio_beta": beta, "charts/ent_coef": ent_coef})
             if continuous:  # the Gaussian's std, mean over the action's dimensions: how much the policy still explores

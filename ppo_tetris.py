@@ -28,7 +28,7 @@ import torch
 import torch.nn as nn
 from torch.distributions import Categorical
 
-from common import distributed, run
+from common import distributed, logs, run
 from common.logs import Progress, announce, log_eval, make_run_name, print_end, report, save_video, video_paths
 from common.tetris import Tetris, make_tetris_vecenv, merge_infos, watch
 from common.vector import WorkerError
@@ -248,13 +248,6 @@ def ppo_loss(
     return loss, pg_loss, v_loss, entropy_mean, approx_kl, clipfrac
 
 
-def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
-    """1 - Var(returns - values) / Var(returns): how much of the returns' spread the value function predicts (1: all,
-    0: no better than a constant; NaN when the returns do not vary)."""
-    var_returns = returns.var()
-    return float("nan") if var_returns == 0 else (1 - (returns - values).var() / var_returns).item()
-
-
 def play(agent: Agent, episodes: int, seed: int, max_ticks: int, device: torch.device, videos=()) -> dict:
     """Plays `episodes` games, sampling from the policy as in training; arrays of per-game stats.
     One single-game Tetris per episode with log_interval=1: its info on the last step holds that game's stats.
@@ -402,7 +395,7 @@ def train(args: Args) -> dict:
                 "losses/entropy": entropy_mean.item(),
                 "losses/approx_kl": approx_kl.item(),
                 "losses/clipfrac": clipfrac.item(),
-                "losses/explained_variance": explained_variance(b_values, b_returns),
+                "losses/explained_variance": logs.explained_variance(b_values, b_returns),
                 "losses/grad_norm": grad_norm.item(),
                 "perf/env_SPS": sum(steps_per_rank / env_time for env_time in env_times),
                 **{f"perf/{key}_time_frac": value / sum(timers.values()) for key, value in timers.items()},

@@ -175,3 +175,10 @@ def finish_wandb() -> None:
     wandb = sys.modules.get("wandb")
     if wandb is not None and wandb.run is not None:
         wandb.finish()
+
+
+def explained_variance(values, returns) -> float:
+    """losses/explained_variance, 1 - Var(returns - values) / Var(returns) of two tensors: how much of the returns'
+    spread the value function predicts (1: all, 0: no better than a constant; NaN when the returns do not vary)."""
+    var_returns = returns.var()
+    return float("nan") if var_returns == 0 else (1 - (returns - values).var() / var_returns).item()

@@ -45,14 +45,19 @@ def scalars(run_dir):
 class ObsValuePolicy(nn.Module):
     """A memoryless policy with fixed logits whose value is a fixed linear function of the observation."""
 
-    lstm = None
+    lstm = log_std = nvec = None
+    sample, distribution, logits = (
+        ppo_puffer_async.Policy.sample,
+        ppo_puffer_async.Policy.distribution,
+        ppo_puffer_async.Policy.logits,
+    )
 
     def __init__(self, logits, weights):
         super().__init__()
-        self.logits, self.w = torch.as_tensor(logits), torch.as_tensor(weights, dtype=torch.float32)
+        self.fixed, self.w = torch.as_tensor(logits), torch.as_tensor(weights, dtype=torch.float32)
 
     def step(self, obs, state=None):
-        return self.logits.expand(obs.shape[0], len(self.logits)), obs @ self.w, None
+        return self.fixed.expand(obs.shape[0], len(self.fixed)), obs @ self.w, None
 
 
 # ----- the buffer against a scripted vecenv -----
@@ -69,7 +74,7 @@ class ScriptedVecEnv:
     1000 * agent + 10 * k + e % 10 (never 0), so the tests can tell which step earned it.
     """
 
-    autoreset = "next_step"
+    autoreset, single_action_space = "next_step", gym.spaces.Discrete(2)
     groups = [np.array([0, 2, 4]), np.array([1, 3, 5])]
     order = "AABABBBAABAB"
 

@@ -29,7 +29,7 @@ def test_gaussian_logprob_and_entropy_by_hand_and_against_torch():
     at_mean, _ = policy.logprob_and_entropy(mean[:1], mean[:1])
     assert at_mean.item() == pytest.approx(-(-0.5 + 0.3) - np.log(2 * np.pi), abs=1e-5)
     assert entropy[0].item() == pytest.approx((-0.5 + 0.3) + (1 + np.log(2 * np.pi)), abs=1e-5)
-    assert torch.equal(policy.greedy(mean), mean)  # evaluation acts with the mean
+    assert torch.equal(policy.choose(mean), mean)  # evaluation acts with the mean
 
 
 def test_box_actions_are_scored_as_sampled_and_clipped_only_for_the_env():
@@ -56,7 +56,7 @@ def test_multidiscrete_logprobs_and_entropies_are_sums_over_dimensions():
     dists = [Categorical(logits=x) for x in out.split(nvec, -1)]
     torch.testing.assert_close(logprobs, sum(d.log_prob(a) for d, a in zip(dists, actions.unbind(-1))))
     torch.testing.assert_close(entropy, sum(d.entropy() for d in dists))
-    assert torch.equal(policy.greedy(out), torch.stack([x.argmax(-1) for x in out.split(nvec, -1)], -1))
+    assert torch.equal(policy.choose(out), torch.stack([x.argmax(-1) for x in out.split(nvec, -1)], -1))
     sampled, _ = policy.sample(torch.zeros(20_000, 9))  # uniform: every value of each dimension, none beyond it
     for i, n in enumerate(nvec):
         counts = torch.bincount(sampled[:, i], minlength=n)
@@ -176,3 +176,19 @@ def test_spaces_it_cannot_act_in_are_one_line(env_id, words):
     with pytest.raises(ValueError) as e:
         make_puffer_vecenv(env_id, 1, seed=0)
     assert words in str(e.value) and "\n" not in str(e.value) and str(e.value).startswith(f"--env-id {env_id}")
+
+
+def test_a_continuous_run_evaluates_from_its_checkpoint_and_resumes(tmp_path, monkeypatch, capsys):
+    """The checkpoint holds what rebuilds the Gaussian head (its size, `continuous`, the log-std, the separate
+    critic): --eval-checkpoint plays what the policy in memory plays on the same seed, and --resume goes on."""
+    monkeypatch.chdir(tmp_path)
+    flags = dict(env_id="Pendulum-v1", num_envs=2, horizon=16, batch_size=64, num_minibatches=2, eval_episodes=2)
+    result = train(Args(total_timesteps=2 * 64, seed=3, **flags))
+    assert result["policy"].critic_encoder is not None and result["args"].eval_max_steps == 1_000
+    with torch.no_grad():
+        again = ppo_puffer_async.evaluate_checkpoint(Args(eval_checkpoint=result["checkpoint"], eval_episodes=2))
+    final = evaluate(result["policy"], result["args"], 2, seed=1 + 10_000, device=CPU, obs_rms=result["obs_rms"])
+    np.testing.assert_allclose(again["return"], final["return"])
+    resumed = train(Args(resume=result["checkpoint"], total_timesteps=4 * 64))
+    assert resumed["global_step"] == 4 * 64
+    torch.testing.assert_close(resumed["policy"].log_std.shape, torch.Size([1]))
