@@ -78,3 +78,18 @@ def test_box2d_envs_build_with_the_base_install():
     envs = make_gym_vector_env("LunarLander-v3", 1)
     assert envs.reset(seed=0)[0].shape == (1, 8)
     envs.close()
+
+
+def test_an_env_without_a_time_limit_is_truncated_at_the_step_cap_and_others_keep_theirs():
+    """The evaluation envs of both Gymnasium scripts: CliffWalking (no time limit) walked into the top wall ends
+    its episode at the cap, truncated, not terminated; CartPole keeps its own limit of 500."""
+    envs = make_gym_vector_env("CliffWalking-v1", 2, step_cap=7)
+    envs.reset(seed=0)
+    for step in range(1, 8):
+        _, rewards, terminated, truncated, infos = envs.step(np.zeros(2, dtype=np.int64))  # 0: up
+        assert not terminated.any() and truncated.all() == (step == 7)
+    assert list(infos["episode"]["l"]) == [7, 7] and list(infos["episode"]["r"]) == [-7, -7]
+    envs.close()
+    envs = make_gym_vector_env("CartPole-v1", 1, step_cap=7)
+    assert envs.envs[0].spec.max_episode_steps == 500
+    envs.close()
