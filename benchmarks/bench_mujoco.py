@@ -52,7 +52,8 @@ print(f"SPS {int(sys.argv[2]) / (time.perf_counter() - start):.0f}")
 
 
 def speed(env_id: str, steps: int, out: Path) -> None:
-    """SB3's PPO and ours at matched settings, at the same time, one core each; then ours at its defaults."""
+    """SB3's PPO and ours at matched settings, at the same time, one core each; then ours at its defaults (8 envs,
+    minibatches of 256 steps), and at its defaults in CleanRL's 32 minibatches."""
     out.mkdir(parents=True, exist_ok=True)
     common = ["--env-id", env_id, "--total-timesteps", str(steps), "--checkpoint-freq", "0", "--seed", "1"]
     ours = [sys.executable, str(ROOT / "ppo_puffer_async.py"), *common]
@@ -71,12 +72,14 @@ def speed(env_id: str, steps: int, out: Path) -> None:
     matched = launch(1, ours + MATCHED)
     sb3_sps, matched_sps = sps_of(sb3), sps_of(matched)
     defaults_sps = sps_of(launch(1, ours))
+    small_sps = sps_of(launch(1, ours + ["--num-minibatches", "32"]))  # the defaults in minibatches of 64 steps
     print(f"{env_id}, {steps:,} steps, one core each, {time.strftime('%Y-%m-%d')}:")
     print("| learner | settings | SPS | vs SB3 |\n|---|---|---|---|")
     print(f"| SB3 {__import__('stable_baselines3').__version__} PPO | 1 env x 2048, 32 minibatches, 10 epochs | "
           f"{sb3_sps:,.0f} | 1.00x |")  # fmt: skip
     print(f"| ppo_puffer_async.py | the same | {matched_sps:,.0f} | {matched_sps / sb3_sps:.2f}x |")
     print(f"| ppo_puffer_async.py | its defaults | {defaults_sps:,.0f} | {defaults_sps / sb3_sps:.2f}x |")
+    print(f"| ppo_puffer_async.py | its defaults, 32 minibatches | {small_sps:,.0f} | {small_sps / sb3_sps:.2f}x |")
 
 
 def main():
