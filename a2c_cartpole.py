@@ -1,10 +1,10 @@
 """Synchronous A2C (Mnih et al. 2016, as in Stable-Baselines3 and skrl's A2C) on any Gymnasium env.
 
-Read top to bottom: Args and defaults, network, rollout, GAE, loss, evaluation,
-train(). The run's plumbing (checkpoints, --resume, Ctrl-C, torchrun) is common/run.py's; everything that
-learns is here. Actions: Discrete, MultiDiscrete (a categorical per dimension) or Box (a diagonal Gaussian);
-observations: any space that flattens into a vector (common/gym_envs.py). What this file gets right that popular
-A2C code often does not:
+Read top to bottom: Args and defaults, network, rollout, GAE, loss, evaluation, train(). The run's plumbing
+(checkpoints, --resume, Ctrl-C, torchrun) is common/run.py's; everything that learns is here. Actions: Discrete,
+MultiDiscrete (a categorical per dimension) or Box (a diagonal Gaussian); observations: any space that flattens
+into a vector (common/gym_envs.py); --lstm adds memory (an LSTM after the MLP). What this file gets right that
+popular A2C code often does not:
   * Gymnasium 1.x vector envs reset on the *next* step by default; ours (common/gym_envs.py) resets in the same
     step, as gymnasium's SAME_STEP mode does, and hands over the true final observation;
   * time-limit truncation is not termination: the truncated step's reward gets `gamma * V(final_obs)`
@@ -31,7 +31,7 @@ import torch
 import torch.nn as nn
 from torch.distributions import Categorical, Normal
 
-from common import distributed, run
+from common import distributed, logs, run
 from common.gym_envs import finished_episodes, make_gym_vector_env
 from common.logs import Progress, announce, log_eval, make_run_name, print_end, report, save_video, video_paths
 from common.normalize import RewardScaler, RunningMeanStd, normalize_obs
@@ -77,7 +77,9 @@ class Args(run.RunArgs):
     mini_batches: int = 1
     """gradient steps per update, each on a 1/mini_batches share of the rollout (skrl's mini_batches)"""
     hidden_size: Optional[int] = None
-    """width of the two shared hidden layers (varies by action space)"""
+    """width of the two shared hidden layers, and of the LSTM's state with --lstm (varies by action space)"""
+    lstm: bool = False
+    """an LSTM between the shared MLP and the heads: a policy with memory, for partially observed tasks (POPGym)"""
     log_std_init: float = -1.0
     """Box actions: the Gaussian's initial log standard deviation (a parameter, not a function of the state)"""
     amp: bool = False
@@ -104,6 +106,10 @@ DEFAULTS = dict(total_timesteps=100_000, num_envs=16, num_steps=5, learning_rate
 # Pendulum learns on 7 seeds of 8 (0.99: 1 of 3); MuJoCo locomotion goes further with --gamma 0.99 (docs/a2c.md).
 CONTINUOUS = dict(total_timesteps=1_000_000, num_steps=8, gamma=0.95, gae_lambda=0.9, norm_reward=True,
                   reward_scale=1.0, eval_freq=400)
+# POPGym's memory tasks with Discrete actions (popgym-... ids), for --lstm: 16-step rollouts to backpropagate through,
+# a 3x rate, a 128-wide LSTM, GAE; rewards unscaled, as POPGym keeps every return within [-1, 1] (docs/a2c.md).
+MEMORY = dict(total_timesteps=1_000_000, num_steps=16, learning_rate=3e-3, gae_lambda=0.95, reward_scale=1.0,
+              hidden_size=128)
 # fmt: on
 
 
@@ -111,12 +117,15 @@ def env_defaults(env_id: str) -> dict:
     probe = make_gym_vector_env(env_id, 1, actions=ACTIONS)
     box = isinstance(probe.single_action_space, gym.spaces.Box)
     probe.close()
-    return {**DEFAULTS, **(CONTINUOUS if box else {})}
+    memory = env_id.startswith("popgym-") and not box
+    return {**DEFAULTS, **(CONTINUOUS if box else {}), **(MEMORY if memory else {})}
 
 
 def validate_args(args: Args) -> None:
     """Bad flags fail here, before any network is built, naming the flag to change."""
     run.check_flags(args, at_least_one="num_envs num_steps mini_batches hidden_size log_freq", positive="learning_rate")
+    if args.lstm and args.num_envs % args.mini_batches:  # a mini-batch of whole env sequences
+        raise ValueError(f"--mini-batches {args.mini_batches} must divide --num-envs {args.num_envs} with --lstm")
     if (args.num_envs * args.num_steps) % args.mini_batches:
         batch = args.num_envs * args.num_steps
         raise ValueError(f"--mini-batches {args.mini_batches} must divide num_envs * num_steps = {batch}")
@@ -129,12 +138,12 @@ def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.
 
 
 class Agent(nn.Module):
-    """Shared MLP backbone with a policy head and a value head. The policy is a categorical per action
-    dimension (Discrete: one; MultiDiscrete: one per dimension, log-probabilities and entropies summed) or, for
-    Box actions, a diagonal Gaussian whose log-std is a parameter of its own, not a function of the state
-    (as SB3 and CleanRL's ppo_continuous_action.py)."""
+    """Shared MLP backbone (with --lstm, then an LSTM) with a policy head and a value head. The policy is a
+    categorical per action dimension (Discrete: one; MultiDiscrete: one per dimension, log-probabilities and
+    entropies summed) or, for Box actions, a diagonal Gaussian whose log-std is a parameter of its own, not a
+    function of the state (as SB3 and CleanRL's ppo_continuous_action.py)."""
 
-    def __init__(self, obs_dim: int, action_space, hidden_size: int, log_std_init: float = -1.0):
+    def __init__(self, obs_dim: int, action_space, hidden_size: int, log_std_init: float = -1.0, lstm: bool = False):
         super().__init__()
         self.backbone = nn.Sequential(
             layer_init(nn.Linear(obs_dim, hidden_size)),
@@ -151,14 +160,29 @@ class Agent(nn.Module):
         self.policy_head = layer_init(nn.Linear(hidden_size, outputs), std=0.01)
         self.value_head = layer_init(nn.Linear(hidden_size, 1), std=1.0)
         self.log_std = nn.Parameter(torch.full((outputs,), log_std_init)) if box else None
+        # Built last, so the layers above draw the same initial weights with --lstm as without.
+        self.lstm = nn.LSTMCell(hidden_size, hidden_size) if lstm else None
 
-    def forward(self, x: torch.Tensor):
-        """(policy output: logits, or the Gaussian's mean; V(x))."""
+    def initial_state(self, n: int, device: torch.device):
+        return None if self.lstm is None else tuple(torch.zeros(n, self.lstm.hidden_size, device=device) for _ in "hc")
+
+    def forward(self, x: torch.Tensor, state=None, dones=None):
+        """(policy output: logits, or the Gaussian's mean; V(x); the recurrent state after x, None without --lstm).
+
+        With --lstm, x is one step (envs, obs_dim) or a rollout (envs, steps, obs_dim), run a cell step at a time
+        from `state` (h, c), zeroed after step t where dones[:, t] = 1 as the rollout zeroes it (forget()): the update
+        replays exactly what the rollout saw. A2C's rollouts are short (5 or 16 steps at the defaults), so the update
+        backpropagates through each whole one from its stored first state: no burn-in, no truncated BPTT."""
         hidden = self.backbone(x)
-        return self.policy_head(hidden), self.value_head(hidden).squeeze(-1)
-
-    def get_value(self, x: torch.Tensor) -> torch.Tensor:
-        return self.value_head(self.backbone(x)).squeeze(-1)
+        if self.lstm is not None:
+            steps, (h, c), outputs = hidden if x.dim() == 3 else hidden[:, None], state, []
+            for t in range(steps.shape[1]):
+                h, c = self.lstm(steps[:, t], (h, c))
+                outputs.append(h)
+                if dones is not None:
+                    h, c = h * (1 - dones[:, t, None]), c * (1 - dones[:, t, None])
+            hidden, state = torch.stack(outputs, 1) if x.dim() == 3 else h, (h, c)
+        return self.policy_head(hidden), self.value_head(hidden).squeeze(-1), state
 
     def sample(self, out: torch.Tensor) -> torch.Tensor:
         if self.log_std is not None:
@@ -177,9 +201,9 @@ class Agent(nn.Module):
             return out.argmax(dim=-1)
         return torch.stack([chunk.argmax(dim=-1) for chunk in out.split(self.nvec, dim=-1)], dim=-1)
 
-    def get_logprob_entropy_value(self, x: torch.Tensor, action: torch.Tensor):
+    def get_logprob_entropy_value(self, x: torch.Tensor, action: torch.Tensor, state=None, dones=None):
         # validate_args=False: a non-finite output reaches the loss, which stops the run with its own message.
-        out, value = self(x)
+        out, value, _ = self(x, state, dones)
         if self.log_std is not None:  # diagonal Gaussian: independent dimensions, so the sums
             dist = Normal(out, self.log_std.exp().expand_as(out), validate_args=False)
             return dist.log_prob(action).sum(-1), dist.entropy().sum(-1), value
@@ -191,12 +215,28 @@ class Agent(nn.Module):
         return logprob, sum(dist.entropy() for dist in dists), value
 
 
+def make_optimizer(agent: nn.Module, name: str, learning_rate: float) -> torch.optim.Optimizer:
+    if name == "rmsprop":  # RMSprop(alpha=0.99, eps=1e-5): SB3's, and the A2C paper's
+        return torch.optim.RMSprop(agent.parameters(), lr=learning_rate, alpha=0.99, eps=1e-5)
+    return torch.optim.Adam(agent.parameters(), lr=learning_rate, eps=1e-5)
+
+
 def mixed_precision(device: torch.device, enabled: bool):
     """(autocast context, gradient scaler) for --amp: the forward passes and the loss in bfloat16 (CPU) or float16
     (CUDA, whose small range needs the scaler); the weights, their gradients and the optimizer stay float32."""
     half = torch.float16 if device.type == "cuda" else torch.bfloat16
     autocast = (lambda: torch.autocast(device.type, dtype=half)) if enabled else contextlib.nullcontext
     return autocast, torch.amp.GradScaler("cuda", enabled=enabled and device.type == "cuda")
+
+
+def take(state, index):
+    """The recurrent state (h, c) of the envs `index`; None (no --lstm) stays None."""
+    return None if state is None else tuple(x[index] for x in state)
+
+
+def forget(state, done: np.ndarray):
+    """The recurrent state zeroed where an episode ended (its env has reset); None (no --lstm) stays None."""
+    return None if state is None else tuple(x * torch.as_tensor(~done, device=x.device)[:, None] for x in state)
 
 
 def to_env(actions: np.ndarray, space) -> np.ndarray:
@@ -206,20 +246,20 @@ def to_env(actions: np.ndarray, space) -> np.ndarray:
 
 
 @torch.inference_mode()  # no autograd bookkeeping while acting: the update recomputes what it needs
-def collect_rollout(envs, agent, obs_rms, reward_norm, reward_scale, next_obs, storage, gamma, device, autocast):
+def collect_rollout(envs, agent, obs_rms, reward_norm, reward_scale, next_obs, state, storage, gamma, device, autocast):
     """Fills `storage` (numpy arrays shaped (num_steps, num_envs, ...): obs, actions, values, rewards, dones) by
-    stepping every env num_steps times with the current policy.
+    stepping every env num_steps times with the current policy, from the recurrent `state` (None: no --lstm).
 
     Rewards are divided by the running return's std (`reward_norm`, if given), then multiplied by
     `reward_scale`. `dones[t]` = 1 when the transition at step t ended its episode (terminated or truncated).
     On truncation the step's reward already contains `gamma * V(final_obs)`, so GAE can treat every episode
-    end as a hard stop. Returns (next_obs, finished episodes' returns, their lengths).
+    end as a hard stop. Returns (next_obs, the state after, finished episodes' returns, their lengths).
     """
     episode_returns, episode_lengths = [], []
     for step in range(storage["obs"].shape[0]):
         storage["obs"][step] = next_obs
         with autocast():
-            out, value = agent(torch.as_tensor(next_obs, device=device))
+            out, value, next_state = agent(torch.as_tensor(next_obs, device=device), state)
         action = agent.sample(out).cpu().numpy()
         storage["values"][step], storage["actions"][step] = value.float().cpu().numpy(), action
         raw_obs, reward, terminated, truncated, infos = envs.step(to_env(action, envs.single_action_space))
@@ -234,14 +274,15 @@ def collect_rollout(envs, agent, obs_rms, reward_norm, reward_scale, next_obs, s
         # not 0. The env was reset in this same step; info["final_obs"] holds its pre-reset observation.
         bootstrap = np.flatnonzero(truncated & ~terminated)
         if len(bootstrap):
-            final_obs = normalize_obs(np.stack(infos["final_obs"][bootstrap]), obs_rms)
-            with autocast():
-                final_values = agent.get_value(torch.as_tensor(final_obs, device=device)).float().cpu().numpy()
+            final_obs = torch.as_tensor(normalize_obs(np.stack(infos["final_obs"][bootstrap]), obs_rms), device=device)
+            with autocast():  # --lstm: one more step of the ended episode's state, not of the reset one
+                final_values = agent(final_obs, take(next_state, bootstrap))[1].float().cpu().numpy()
             storage["rewards"][step, bootstrap] += gamma * final_values
+        state = forget(next_state, terminated | truncated)
         ep_returns, ep_lengths = finished_episodes(infos)
         episode_returns.extend(ep_returns.tolist())
         episode_lengths.extend(ep_lengths.tolist())
-    return next_obs, episode_returns, episode_lengths
+    return next_obs, state, episode_returns, episode_lengths
 
 
 def make_storage(num_steps: int, num_envs: int, obs_dim: int, action_space) -> dict:
@@ -256,6 +297,16 @@ def make_storage(num_steps: int, num_envs: int, obs_dim: int, action_space) -> d
         rewards=np.zeros((num_steps, num_envs), np.float32),
         dones=np.zeros((num_steps, num_envs), np.float32),
     )
+
+
+def update_rows(batch: dict, advantages, returns, lstm: bool):
+    """The update's rows, which mini-batches are drawn from: (obs, actions, advantages, returns, dones). Single
+    steps, in any order; with --lstm, whole env sequences (envs, steps, ...), each replayed in order from the
+    rollout's first state, which is why a mini-batch is then a share of the envs."""
+    rows = (batch["obs"], batch["actions"], advantages, returns, batch["dones"])
+    if lstm:
+        return tuple(x.transpose(0, 1) for x in rows)
+    return tuple(x.reshape(-1, *x.shape[2:]) for x in rows)
 
 
 def compute_gae(rewards, values, dones, next_value, gamma: float, gae_lambda: float):
@@ -289,13 +340,6 @@ def a2c_loss(logprobs, entropy, new_values, advantages, returns, vf_coef: float,
     return loss, policy_loss, value_loss, entropy_mean
 
 
-def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
-    """1 - Var(returns - values) / Var(returns): how much of the returns' spread the value function predicts (1: all,
-    0: no better than a constant; NaN when the returns do not vary)."""
-    var_returns = returns.var()
-    return float("nan") if var_returns == 0 else (1 - (returns - values).var() / var_returns).item()
-
-
 def evaluate(agent: Agent, env_id, obs_rms: Optional[RunningMeanStd], episodes, seed, device, videos=(), step_cap=1000):
     """Returns and lengths of `episodes` deterministic episodes (argmax, or the Gaussian's mean), the training's
     observation statistics frozen. They are played side by side in one vector env (env i seeded seed + i, each
@@ -306,12 +350,15 @@ def evaluate(agent: Agent, env_id, obs_rms: Optional[RunningMeanStd], episodes, 
     returns, lengths, frames = np.full(episodes, np.nan), np.zeros(episodes), []
     try:
         obs, _ = envs.reset(seed=seed)
+        state = agent.initial_state(episodes, device)  # --lstm: carried through each episode, zeroed when it ends
         while np.isnan(returns).any():
             if videos and np.isnan(returns[0]):
                 frames.append(envs.envs[0].render())
             with torch.inference_mode():
-                out, _ = agent(torch.as_tensor(normalize_obs(obs, obs_rms), device=device))
-            obs, _, _, _, infos = envs.step(to_env(agent.greedy(out).cpu().numpy(), envs.single_action_space))
+                out, _, state = agent(torch.as_tensor(normalize_obs(obs, obs_rms), device=device), state)
+            actions = to_env(agent.greedy(out).cpu().numpy(), envs.single_action_space)
+            obs, _, terminated, truncated, infos = envs.step(actions)
+            state = forget(state, terminated | truncated)
             if "episode" in infos:
                 first = infos["_episode"] & np.isnan(returns)
                 returns[first], lengths[first] = infos["episode"]["r"][first], infos["episode"]["l"][first]
@@ -326,7 +373,8 @@ def evaluate_checkpoint(args: Args) -> dict:
     ckpt, args, device = run.open_checkpoint("a2c_cartpole", Args, args, required=("obs_rms",))
     args = dataclasses.replace(args, **{k: v for k, v in env_defaults(args.env_id).items() if getattr(args, k) is None})
     probe = make_gym_vector_env(args.env_id, 1, actions=ACTIONS)
-    agent = Agent(probe.single_observation_space.shape[0], probe.single_action_space, args.hidden_size).to(device)
+    agent = Agent(probe.single_observation_space.shape[0], probe.single_action_space, args.hidden_size, lstm=args.lstm)
+    agent = agent.to(device)
     probe.close()
     run.load_weights(agent, ckpt, "--eval-checkpoint", args.eval_checkpoint)
     obs_rms = RunningMeanStd.from_state(ckpt["obs_rms"])
@@ -353,11 +401,8 @@ def train(args: Args) -> dict:
 
     envs = make_gym_vector_env(args.env_id, args.num_envs, actions=ACTIONS)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
-    agent = Agent(obs_dim, action_space, args.hidden_size, args.log_std_init).to(device)
-    if args.optimizer == "rmsprop":
-        optimizer = torch.optim.RMSprop(agent.parameters(), lr=args.learning_rate, alpha=0.99, eps=1e-5)
-    else:
-        optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
+    agent = Agent(obs_dim, action_space, args.hidden_size, args.log_std_init, args.lstm).to(device)
+    optimizer = make_optimizer(agent, args.optimizer, args.learning_rate)
     obs_rms = RunningMeanStd((obs_dim,)) if args.norm_obs else None
     reward_norm = RewardScaler(args.num_envs, args.gamma) if args.norm_reward else None
 
@@ -388,7 +433,8 @@ def train(args: Args) -> dict:
     raw_obs, _ = envs.reset(seed=seed + start_update - 1)  # a resumed run plays fresh episodes
     if obs_rms is not None:
         obs_rms.update(raw_obs)
-    next_obs = normalize_obs(raw_obs, obs_rms)
+    obs = normalize_obs(raw_obs, obs_rms)  # the next observation of each env
+    state = agent.initial_state(args.num_envs, device)  # --lstm: zeros, on --resume too (its episodes are fresh)
     recent_returns, finished_returns, finished_lengths, stops = [], [], [], []
     solved_at, eval_history, last_eval, eval_text = None, [], None, ""
     completed, interrupted = start_update - 1, False  # updates done; how the run ended
@@ -397,28 +443,30 @@ def train(args: Args) -> dict:
             global_step = update * update_size  # once this update is done
             if args.anneal_lr:
                 optimizer.param_groups[0]["lr"] = run.annealed_lr(lr_anchor, global_step - update_size, end_step)
-            next_obs, ep_returns, ep_lengths = collect_rollout(
-                envs, agent, obs_rms, reward_norm, args.reward_scale, next_obs, storage, args.gamma, device, autocast
+            # --lstm: the update replays the rollout from here (a copy: inference tensors cannot enter autograd)
+            first_state = None if state is None else tuple(x.clone() for x in state)
+            obs, state, ep_returns, ep_lengths = collect_rollout(
+                envs, agent, obs_rms, reward_norm, args.reward_scale, obs, state, storage, args.gamma, device, autocast
             )
             batch = {key: torch.as_tensor(array, device=device) for key, array in storage.items()}  # CPU: no copy
             with torch.inference_mode(), autocast():
-                next_value = agent.get_value(torch.as_tensor(next_obs, device=device)).float()
+                next_value = agent(torch.as_tensor(obs, device=device), state)[1].float()
             advantages, returns = compute_gae(
                 batch["rewards"], batch["values"], batch["dones"], next_value, args.gamma, args.gae_lambda
             )
-            b_obs = batch["obs"].reshape(batch_size, obs_dim)
-            b_actions = batch["actions"].reshape(batch_size, *action_space.shape)
-            b_advantages, b_returns = advantages.reshape(-1), returns.reshape(-1)
+            b_obs, b_actions, b_advantages, b_returns, b_dones = update_rows(batch, advantages, returns, args.lstm)
             # One mini-batch is the whole rollout, in any order: no need to shuffle and gather it.
             minibatches = [slice(None)]
             if args.mini_batches > 1:
-                minibatches = torch.randperm(batch_size, device=device).chunk(args.mini_batches)
+                minibatches = torch.randperm(len(b_obs), device=device).chunk(args.mini_batches)
             for indices in minibatches:
                 mb_advantages = b_advantages[indices]
                 if args.norm_adv and mb_advantages.numel() > 1:
                     mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
                 with autocast():
-                    logprobs, entropy, new_values = agent.get_logprob_entropy_value(b_obs[indices], b_actions[indices])
+                    logprobs, entropy, new_values = agent.get_logprob_entropy_value(
+                        b_obs[indices], b_actions[indices], take(first_state, indices), b_dones[indices]
+                    )
                     loss, policy_loss, value_loss, entropy_mean = a2c_loss(
                         logprobs, entropy, new_values, mb_advantages, b_returns[indices], args.vf_coef, args.ent_coef
                     )
@@ -446,7 +494,7 @@ def train(args: Args) -> dict:
                     "losses/policy_loss": policy_loss.item(),
                     "losses/value_loss": value_loss.item(),
                     "losses/entropy": entropy_mean.item(),
-                    "losses/explained_variance": explained_variance(batch["values"].reshape(-1), b_returns),
+                    "losses/explained_variance": logs.explained_variance(batch["values"].flatten(), returns.flatten()),
                     "losses/grad_norm": grad_norm.item(),
                     "charts/SPS": progress.sps(global_step),
                 }

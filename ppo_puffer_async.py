@@ -101,7 +101,7 @@ class Args(run.RunArgs):
     activation: Optional[Literal["tanh", "relu"]] = None
     """the encoder's nonlinearity (varies by env)"""
     separate_critic: Optional[bool] = None
-    """the value head gets an encoder of its own, as CleanRL's and SB3's continuous-control agents (varies by env)"""
+    """the value head gets an encoder of its own, as CleanRL's MuJoCo agent (varies by env; with --lstm: off)"""
     BEFORE_FLAG = dict(activation="relu", anneal_ent=False, separate_critic=False)  # runs saved before these flags
     lstm: bool = False
     """an LSTM between the encoder and the heads (for the memory envs: cartpole-novel, repeat-previous-easy)"""
@@ -138,7 +138,7 @@ ENV_DEFAULTS = {
     "gymnasium": dict(activation="tanh", gae_lambda=1.0, reward_scale=0.1, norm_obs=True, ent_coef=0.0),
     # Any Gymnasium id with Box actions, one set as CleanRL's ppo_continuous_action.py has (chosen on MuJoCo, seed 11;
     # docs/ppo_puffer_async.md): its learning (2048 steps, 10 epochs, Adam 3e-4, normalized observations and rewards,
-    # separate 64-wide tanh networks), from 8 envs, in minibatches of 256 steps (16 rows of 16): ~2x the SPS of 64.
+    # separate 64-wide tanh networks), from 8 envs, in minibatches of 256 steps (16 rows of 16): 1.96x the SPS of 64.
     "continuous": dict(total_timesteps=1_000_000, num_envs=8, horizon=16, batch_size=2048, num_minibatches=8,
                        update_epochs=10, learning_rate=3e-4, vf_clip_coef=0.2, ent_coef=0.0, activation="tanh",
                        norm_obs=True, norm_reward=True, separate_critic=True),
@@ -246,9 +246,6 @@ class Policy(nn.Module):
             return nn.Sequential(linear[0], act(), linear[1], act())
 
         self.encoder = encoder()
-        # --separate-critic: the value loss shapes only the critic's own features (as in CleanRL's and SB3's MuJoCo
-        # agents). Drawn after the rest, so a shared policy's initial weights are what they were before the flag.
-        self.critic_encoder = None
         # nn.LSTM, not a loop of LSTMCells: a whole stretch of a row is one fused call (cartpole-novel trains
         # ~1.7x faster for it); `step` runs it on sequences of length 1.
         self.lstm = nn.LSTM(hidden_size, lstm_hidden_size, batch_first=True) if lstm_hidden_size else None
@@ -258,6 +255,8 @@ class Policy(nn.Module):
         self.actor = layer_init(nn.Linear(head_size, sum(self.nvec or [num_actions])), std=0.01)
         self.critic = layer_init(nn.Linear(head_size, 1), std=1.0)
         self.log_std = nn.Parameter(torch.zeros(num_actions)) if continuous else None  # std 1 at the start
+        # --separate-critic: the value loss shapes only the critic's own features (as in CleanRL's and SB3's MuJoCo
+        # agents). Drawn last, so a shared policy's initial weights are what they were before the flag.
         self.critic_encoder = encoder() if separate_critic else None
 
     def initial_state(self, n: int, device: torch.device):

@@ -154,7 +154,7 @@ def plot(results, opts):
         ax.axhline(CLEANRL[env][0], color="gray", linestyle="--", linewidth=1, label="CleanRL at 1M (v4)")
         ax.set_title(f"{env}-{opts.version}")
         ax.set_xlabel("environment steps")
-    axes[0][0].set_ylabel(f"deterministic eval return (mean, min-max of {len(opts.seeds)} seeds)")
+    axes[0][0].set_ylabel(f"eval return (mean, min-max of {len(opts.seeds)})")
     axes[0][0].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(opts.plot, dpi=110)

@@ -110,11 +110,8 @@ gym.register("TestTruncateAt3-v0", entry_point=lambda: CounterEnv(terminate=Fals
 class KnownValueAgent(nn.Module):
     """Uniform policy, V(s) = 10 + s[0]: bootstrap targets can be computed by hand."""
 
-    def forward(self, x):
-        return torch.zeros(x.shape[0], 2), self.get_value(x)
-
-    def get_value(self, x):
-        return 10.0 + x[:, 0]
+    def forward(self, x, state=None):
+        return torch.zeros(x.shape[0], 2), 10.0 + x[:, 0], state
 
     def sample(self, out):
         return out.argmax(dim=-1)
@@ -126,8 +123,8 @@ def test_rollout_bootstraps_truncation_not_termination(env_id, truncates):
     obs, _ = envs.reset(seed=0)
     storage = a2c.make_storage(num_steps=4, num_envs=2, obs_dim=1, action_space=envs.single_action_space)
     gamma = 0.9
-    next_obs, ep_returns, ep_lengths = a2c.collect_rollout(
-        envs, KnownValueAgent(), None, None, 0.5, obs, storage, gamma, torch.device("cpu"), contextlib.nullcontext
+    next_obs, _, ep_returns, ep_lengths = a2c.collect_rollout(
+        envs, KnownValueAgent(), None, None, 0.5, obs, None, storage, gamma, torch.device("cpu"), contextlib.nullcontext
     )
     envs.close()
     # The 3rd transition (t = 2) ends both episodes; its final observation is [3], V = 13. Rewards
@@ -359,7 +356,7 @@ def test_side_by_side_evaluation_equals_one_episode_at_a_time(tmp_path, monkeypa
     agent, ckpt = result["policy"], torch.load(result["checkpoint"], weights_only=True)
     obs_rms = a2c.RunningMeanStd.from_state(ckpt["obs_rms"])
     forward, calls = agent.forward, []
-    agent.forward = lambda x: (calls.append(len(x)), forward(x))[1]
+    agent.forward = lambda x, state: (calls.append(len(x)), forward(x, state))[1]
     stats = a2c.evaluate(agent, "CartPole-v1", obs_rms, 6, seed=50, device=torch.device("cpu"))
     agent.forward = forward
     # one forward pass per step for all 6 episodes, as long as the longest lasts (not one per episode step)
@@ -371,7 +368,7 @@ def test_side_by_side_evaluation_equals_one_episode_at_a_time(tmp_path, monkeypa
         total, done = 0.0, False
         while not done:
             with torch.inference_mode():
-                logits, _ = agent(torch.as_tensor(a2c.normalize_obs(obs[None], obs_rms)))
+                logits, _, _ = agent(torch.as_tensor(a2c.normalize_obs(obs[None], obs_rms)))
             obs, reward, terminated, truncated, _ = env.step(int(logits.argmax()))
             total, done = total + reward, terminated or truncated
         expected.append(total)
@@ -437,8 +434,8 @@ def test_the_env_gets_clipped_actions_and_the_update_the_sampled_ones():
     agent = a2c.Agent(3, RecordingPendulum.single_action_space, 8, log_std_init=float(np.log(3.0)))  # std 3
     envs = RecordingPendulum()
     storage = a2c.make_storage(4, 2, 3, envs.single_action_space)
-    a2c.collect_rollout(envs, agent, None, None, 1.0, np.zeros((2, 3), np.float32), storage, 0.99, torch.device("cpu"),
-                        contextlib.nullcontext)  # fmt: skip
+    a2c.collect_rollout(envs, agent, None, None, 1.0, np.zeros((2, 3), np.float32), None, storage, 0.99,
+                        torch.device("cpu"), contextlib.nullcontext)  # fmt: skip
     sampled, sent = storage["actions"], np.stack(envs.sent)
     assert np.abs(sampled).max() > 1.5  # std 3: most samples fall outside the bounds
     np.testing.assert_array_equal(sent, np.clip(sampled, -1, 1))
