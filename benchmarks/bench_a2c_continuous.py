@@ -9,9 +9,10 @@ excluded), and evaluations every 100k steps for a learning-curve picture.
 
 SB3 (rl-baselines3-zoo hyperparams/a2c.yml): Pendulum-v1 with gSDE (log_std_init -2, no orthogonal init),
 8 envs x 8 steps, gamma 0.9, lambda 0.9, vf_coef 0.4, RMSprop, learning rate 7e-4 annealed linearly,
-VecNormalize (gamma 0.9); HalfCheetah: VecNormalize on A2C's defaults (1 env, 5 steps, 7e-4). Ours runs its
-defaults. Each run is a subprocess pinned to one core; a finished run's result is kept under --out, so rerunning
-only runs what is missing.
+VecNormalize (gamma 0.9); HalfCheetah: VecNormalize on A2C's defaults (1 env, 5 steps, 7e-4). Also
+LunarLander-v3 (Discrete actions; `--envs LunarLander-v3 --total-timesteps 500000`): 8 envs x 5 steps, gamma
+0.995, learning rate 8.3e-4 annealed, ent_coef 1e-5, nothing normalized. Ours runs its defaults. Each run is a
+subprocess pinned to one core; a finished run's result is kept under --out, so rerunning only runs what is missing.
 """
 
 import argparse
@@ -30,6 +31,7 @@ from bench_classic_control import script_flags  # --set NAME=VALUE as the script
 ROOT = Path(__file__).resolve().parents[1]
 EVAL_EVERY = 100_000
 RL_ZOO = {"Pendulum-v1": (-162.965, 103.210), "HalfCheetah-v5": (3041.174, 157.265)}  # benchmark.md (v3 there)
+RL_ZOO["LunarLander-v3"] = (155.751, 80.419)  # 200k steps, v2 there
 
 
 def sb3_run(env_id: str, seed: int, total: int, out: str) -> None:
@@ -48,14 +50,20 @@ def sb3_run(env_id: str, seed: int, total: int, out: str) -> None:
                      use_rms_prop=True, normalize_advantage=False, learning_rate=lambda progress: 7e-4 * progress,
                      use_sde=True, policy_kwargs=dict(log_std_init=-2, ortho_init=False))  # fmt: skip
         n_envs = 8
+    elif env_id == "LunarLander-v3":
+        hyper = dict(n_steps=5, gamma=0.995, ent_coef=1e-5, learning_rate=lambda progress: 8.3e-4 * progress)
+        n_envs = 8
     else:
         hyper, n_envs = {}, 1
-    env = VecNormalize(make_vec_env(env_id, n_envs=n_envs, seed=seed), gamma=hyper.get("gamma", 0.99))
+    normalize = env_id != "LunarLander-v3"  # RL Zoo normalizes neither observations nor rewards there
+    env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
+    env = VecNormalize(env, gamma=hyper.get("gamma", 0.99), norm_obs=normalize, norm_reward=normalize)
     model = A2C("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **hyper)
 
     def evaluate(episodes):
-        eval_env = VecNormalize(DummyVecEnv([lambda: gym.make(env_id)]), training=False, norm_reward=False)
-        eval_env.obs_rms = env.obs_rms  # the training statistics, frozen
+        eval_env = VecNormalize(DummyVecEnv([lambda: gym.make(env_id)]), False, normalize, norm_reward=False)
+        if normalize:
+            eval_env.obs_rms = env.obs_rms  # the training statistics, frozen
         eval_env.seed(seed + 10_000)
         return float(evaluate_policy(model, eval_env, n_eval_episodes=episodes, deterministic=True)[0])
 

@@ -66,19 +66,20 @@ def ours(seed, lstm, changes=None):
     return evals, result["sps"], wall
 
 
-def sb3_contrib(seed):
+def sb3_contrib(seed, make_env=make_cartpole_novel, total=TOTAL, eval_every=EVAL_EVERY, eval_episodes=EVAL_EPISODES):
     """RL Zoo's CartPoleNoVel-v1 RecurrentPPO: 8 envs, n_steps 32, batch 256, 20 epochs, gamma 0.98, lambda 0.8,
-    lr and clip linear to 0, VecNormalize, LSTM 64 (critic LSTM too), ReLU, no ortho init."""
+    lr and clip linear to 0, VecNormalize, LSTM 64 (critic LSTM too), ReLU, no ortho init. `make_env`: any
+    Gymnasium env (bench_a2c_memory.py runs POPGym's tasks with these settings)."""
     from sb3_contrib import RecurrentPPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
     torch.set_num_threads(1)
-    env = VecNormalize(make_vec_env(make_cartpole_novel, n_envs=8, seed=seed), gamma=0.98)
-    eval_env = VecNormalize(
-        make_vec_env(make_cartpole_novel, n_envs=1, seed=seed + 10_000), training=False, norm_reward=False
-    )
+    train_envs, eval_envs = make_vec_env(make_env, n_envs=8, seed=seed), make_vec_env(make_env, seed=seed + 10_000)
+    box = len(train_envs.observation_space.shape) == 1  # VecNormalize scales Box observations only (POPGym's: Discrete)
+    env = VecNormalize(train_envs, gamma=0.98, norm_obs=box)
+    eval_env = VecNormalize(eval_envs, training=False, norm_obs=box, norm_reward=False)
     linear = lambda start: lambda progress: progress * start  # noqa: E731 (progress goes 1 -> 0)
     model = RecurrentPPO(
         "MlpLstmPolicy",
@@ -105,9 +106,10 @@ def sb3_contrib(seed):
 
     def evaluate():
         start = time.perf_counter()
-        eval_env.obs_rms = env.obs_rms  # the training statistics, frozen
+        if box:
+            eval_env.obs_rms = env.obs_rms  # the training statistics, frozen
         returns = []
-        for _ in range(EVAL_EPISODES):
+        for _ in range(eval_episodes):
             obs, state, done, ret = eval_env.reset(), None, np.ones(1, dtype=bool), 0.0
             while True:
                 action, state = model.predict(obs, state=state, episode_start=done, deterministic=True)
@@ -121,14 +123,16 @@ def sb3_contrib(seed):
 
     class Every(BaseCallback):
         def _on_step(self):
-            if self.num_timesteps % EVAL_EVERY < 8:  # 8 envs: the first call past each multiple
+            if self.num_timesteps % eval_every < 8:  # 8 envs: the first call past each multiple
                 evals.append((self.num_timesteps, evaluate()))
             return True
 
     start = time.perf_counter()
-    model.learn(TOTAL, callback=Every())
+    model.learn(total, callback=Every())
+    if not evals or evals[-1][0] < total:  # and a final evaluation after the last step
+        evals.append((model.num_timesteps, evaluate()))
     wall = time.perf_counter() - start
-    return evals, TOTAL / (wall - eval_time[0]), wall
+    return evals, total / (wall - eval_time[0]), wall
 
 
 def summary(evals):

@@ -26,7 +26,7 @@ CASES = {  # name: flags, or (flags of the first run, flags of its --resume)
     "a2c-cartpole": A2C + "--total-timesteps 16000 --eval-freq 50 --checkpoint-freq 100".split(),
     "a2c-pendulum": A2C + "--env-id Pendulum-v1 --total-timesteps 12800".split(),
     "a2c-adam-minibatches": A2C
-    + "--total-timesteps 8000 --optimizer adam --mini-batches 4 --norm-adv --ent-coef 0.01".split(),
+    + "--total-timesteps 8000 --optimizer adam --mini-batches 4 --norm-adv True --ent-coef 0.01".split(),
     "a2c-resume": (A2C + "--total-timesteps 4000".split(), "--total-timesteps 8000".split()),
     "a2c-torchrun": A2C + "--total-timesteps 6400 --torchrun".split(),
     "tetris-serial": TETRIS + "--total-timesteps 12288".split(),

@@ -348,6 +348,19 @@ def test_bad_input_gives_one_line_error(tmp_path, argv, words):
         assert word in lines[0], lines[0]
 
 
+def test_defaults_follow_the_env(tmp_path):
+    """One set per action space, POPGym's memory set, and LunarLander-v3's own (as RL Zoo keeps one per env),
+    which --help shows."""
+    assert a2c.env_defaults("CartPole-v1") == a2c.env_defaults("Acrobot-v1") == a2c.DEFAULTS
+    lunar = a2c.env_defaults("LunarLander-v3")
+    assert (lunar["gamma"], lunar["reward_scale"], lunar["norm_adv"], lunar["hidden_size"]) == (0.995, 0.01, True, 128)
+    assert lunar["total_timesteps"] == 500_000 and lunar["num_envs"] == 64
+    assert a2c.env_defaults("popgym-RepeatPreviousEasy-v0")["num_steps"] == 16
+    assert a2c.env_defaults("Pendulum-v1")["norm_reward"] is True
+    out = run_script("--env-id", "LunarLander-v3", "--help", cwd=tmp_path)
+    assert out.returncode == 0 and "(default: 0.995)" in out.stdout, out.stdout
+
+
 def test_side_by_side_evaluation_equals_one_episode_at_a_time(tmp_path, monkeypatch):
     """The vectorized evaluation plays the same episodes (env i seeded seed + i) as a plain loop over single
     envs, so moving to it changed no reported return; a partly trained agent gives episodes of unequal length."""
