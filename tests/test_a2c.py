@@ -324,6 +324,7 @@ def run_script(*argv, cwd):
         (["--env-id", "NoSuchEnv-v0"], ["--env-id", "not a registered Gymnasium env"]),
         (["--num-envs", "0"], ["--num-envs"]),
         (["--mini-batches", "3"], ["--mini-batches"]),
+        (["--lstm", "--mini-batches", "3"], ["--mini-batches 3 must divide --num-envs 16 with --lstm"]),
         (["--eval-checkpoint", "does_not_exist.pt"], ["--eval-checkpoint", "not found"]),
         (
             ["--eval-checkpoint", "corrupt.pt"],
