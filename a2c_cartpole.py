@@ -3,8 +3,8 @@
 Read top to bottom: Args and defaults, network, rollout, GAE, loss, evaluation, train(). The run's plumbing
 (checkpoints, --resume, Ctrl-C, torchrun) is common/run.py's; everything that learns is here. Actions: Discrete,
 MultiDiscrete (a categorical per dimension) or Box (a diagonal Gaussian); observations: any space that flattens
-into a vector (common/gym_envs.py); --lstm adds memory (an LSTM after the MLP). What this file gets right that
-popular A2C code often does not:
+into a vector (common/gym_envs.py); --lstm adds memory (an LSTM, or a GRU, after the MLP). What this file gets
+right that popular A2C code often does not:
   * Gymnasium 1.x vector envs reset on the *next* step by default; ours (common/gym_envs.py) resets in the same
     step, as gymnasium's SAME_STEP mode does, and hands over the true final observation;
   * time-limit truncation is not termination: the truncated step's reward gets `gamma * V(final_obs)`
@@ -80,6 +80,8 @@ class Args(run.RunArgs):
     """width of the two shared hidden layers, and of the LSTM's state with --lstm (varies by env)"""
     lstm: bool = False
     """an LSTM between the shared MLP and the heads: a policy with memory, for partially observed tasks (POPGym)"""
+    rnn_type: Literal["lstm", "gru"] = "lstm"
+    """with --lstm: its recurrent cell, an LSTM or a GRU (one state vector, three quarters of the weights)"""
     log_std_init: float = -1.0
     """Box actions: the Gaussian's initial log standard deviation (a parameter, not a function of the state)"""
     amp: bool = False
@@ -130,9 +132,10 @@ def validate_args(args: Args) -> None:
     run.check_flags(args, at_least_one="num_envs num_steps mini_batches hidden_size log_freq", positive="learning_rate")
     if args.lstm and args.num_envs % args.mini_batches:  # a mini-batch of whole env sequences
         raise ValueError(f"--mini-batches {args.mini_batches} must divide --num-envs {args.num_envs} with --lstm")
-    if (args.num_envs * args.num_steps) % args.mini_batches:
-        batch = args.num_envs * args.num_steps
+    if (batch := args.num_envs * args.num_steps) % args.mini_batches:
         raise ValueError(f"--mini-batches {args.mini_batches} must divide num_envs * num_steps = {batch}")
+    if args.rnn_type == "gru" and not args.lstm:  # alone it would silently train a policy without memory
+        raise ValueError("--rnn-type gru picks the cell of the recurrent policy: add --lstm")
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
@@ -142,12 +145,12 @@ def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.
 
 
 class Agent(nn.Module):
-    """Shared MLP backbone (with --lstm, then an LSTM) with a policy head and a value head. The policy is a
+    """Shared MLP backbone (with --lstm, then an LSTM or GRU) with a policy head and a value head. The policy is a
     categorical per action dimension (Discrete: one; MultiDiscrete: one per dimension, log-probabilities and
     entropies summed) or, for Box actions, a diagonal Gaussian whose log-std is a parameter of its own, not a
     function of the state (as SB3 and CleanRL's ppo_continuous_action.py)."""
 
-    def __init__(self, obs_dim: int, action_space, hidden_size: int, log_std_init: float = -1.0, lstm: bool = False):
+    def __init__(self, obs_dim: int, action_space, hidden_size: int, log_std_init=-1.0, lstm=False, rnn_type="lstm"):
         super().__init__()
         self.backbone = nn.Sequential(
             layer_init(nn.Linear(obs_dim, hidden_size)),
@@ -165,7 +168,7 @@ class Agent(nn.Module):
         self.value_head = layer_init(nn.Linear(hidden_size, 1), std=1.0)
         self.log_std = nn.Parameter(torch.full((outputs,), log_std_init)) if box else None
         # Built last, so the layers above draw the same initial weights with --lstm as without.
-        self.lstm = nn.LSTMCell(hidden_size, hidden_size) if lstm else None
+        self.lstm = (nn.GRUCell if rnn_type == "gru" else nn.LSTMCell)(hidden_size, hidden_size) if lstm else None
 
     def initial_state(self, n: int, device: torch.device):
         return None if self.lstm is None else tuple(torch.zeros(n, self.lstm.hidden_size, device=device) for _ in "hc")
@@ -180,8 +183,9 @@ class Agent(nn.Module):
         hidden = self.backbone(x)
         if self.lstm is not None:
             steps, (h, c), outputs = hidden if x.dim() == 3 else hidden[:, None], state, []
+            gru = isinstance(self.lstm, nn.GRUCell)  # a GRU's state is h alone: it keeps (h, c) with c zero
             for t in range(steps.shape[1]):
-                h, c = self.lstm(steps[:, t], (h, c))
+                h, c = (self.lstm(steps[:, t], h), c) if gru else self.lstm(steps[:, t], (h, c))
                 outputs.append(h)
                 if dones is not None:
                     h, c = h * (1 - dones[:, t, None]), c * (1 - dones[:, t, None])
@@ -377,8 +381,8 @@ def evaluate_checkpoint(args: Args) -> dict:
     ckpt, args, device = run.open_checkpoint("a2c_cartpole", Args, args, required=("obs_rms",))
     args = dataclasses.replace(args, **{k: v for k, v in env_defaults(args.env_id).items() if getattr(args, k) is None})
     probe = make_gym_vector_env(args.env_id, 1, actions=ACTIONS)
-    agent = Agent(probe.single_observation_space.shape[0], probe.single_action_space, args.hidden_size, lstm=args.lstm)
-    agent = agent.to(device)
+    obs_dim, action_space = probe.single_observation_space.shape[0], probe.single_action_space
+    agent = Agent(obs_dim, action_space, args.hidden_size, args.log_std_init, args.lstm, args.rnn_type).to(device)
     probe.close()
     run.load_weights(agent, ckpt, "--eval-checkpoint", args.eval_checkpoint)
     obs_rms = RunningMeanStd.from_state(ckpt["obs_rms"])
@@ -405,15 +409,14 @@ def train(args: Args) -> dict:
 
     envs = make_gym_vector_env(args.env_id, args.num_envs, actions=ACTIONS)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
-    agent = Agent(obs_dim, action_space, args.hidden_size, args.log_std_init, args.lstm).to(device)
+    agent = Agent(obs_dim, action_space, args.hidden_size, args.log_std_init, args.lstm, args.rnn_type).to(device)
     optimizer = make_optimizer(agent, args.optimizer, args.learning_rate)
     obs_rms = RunningMeanStd((obs_dim,)) if args.norm_obs else None
     reward_norm = RewardScaler(args.num_envs, args.gamma) if args.norm_reward else None
 
     torch.set_num_threads(args.torch_threads or 1)
     # The run in whole updates; a resumed run goes on from its saved update, weights, statistics and schedule.
-    batch_size = args.num_envs * args.num_steps  # per rank
-    update_size = batch_size * world.size  # agent steps per update, all ranks together
+    update_size = args.num_envs * args.num_steps * world.size  # agent steps per update, all ranks together
     num_updates = run.count_updates(args.total_timesteps, update_size, world.size, resumed)
     end_step = num_updates * update_size
     lr_anchor = run.schedule_anchor(args.learning_rate, update_size, end_step, resumed)

@@ -1,9 +1,10 @@
-"""Recurrent A2C on POPGym's memory tasks: a2c_cartpole.py --lstm at its POPGym defaults beside the same without
---lstm (the memoryless control), ppo_puffer_async.py --lstm at its Gymnasium defaults, and sb3-contrib's
-RecurrentPPO with RL Zoo's tuned settings for CartPole without velocities (bench_lstm_cartpole_novel.py's).
+"""Recurrent A2C on POPGym's memory tasks: a2c_cartpole.py --lstm at its POPGym defaults (and with --rnn-type gru)
+beside the same without --lstm (the memoryless control), ppo_puffer_async.py --lstm at its Gymnasium defaults,
+and sb3-contrib's RecurrentPPO with RL Zoo's tuned settings for CartPole without velocities
+(bench_lstm_cartpole_novel.py's).
 
     pip install -e ".[bench]"                                     # stable-baselines3, sb3-contrib, matplotlib
-    python benchmarks/bench_a2c_memory.py                         # ours, 3 seeds, 1M steps: ~20 min on 2 cores
+    python benchmarks/bench_a2c_memory.py                         # ours, 3 seeds, 1M steps: ~25 min on 2 cores
     python benchmarks/bench_a2c_memory.py --learners a2c-lstm sb3-contrib --seeds 1 --total-timesteps 200000
 
 Every run: --total-timesteps steps, then a final greedy evaluation of 20 episodes with the recurrent state
@@ -32,6 +33,7 @@ TASKS = ["popgym-RepeatPreviousEasy-v0", "popgym-PositionOnlyCartPoleEasy-v0"]
 # learner: (script, flags); an evaluation about every 100k steps (16 x 16 and 8 x 64 steps per update)
 LEARNERS = {
     "a2c-lstm": ("a2c_cartpole", [("lstm", "True")], 390),
+    "a2c-gru": ("a2c_cartpole", [("lstm", "True"), ("rnn_type", "gru")], 390),
     "a2c-mlp": ("a2c_cartpole", [], 390),
     "ppo-lstm": ("ppo_puffer_async", [("lstm", "True")], 195),
     "sb3-contrib": (None, [], None),
@@ -66,7 +68,9 @@ def run_sb3(env_id, seed, total, folder: Path, core: int) -> dict:
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", nargs="+", default=TASKS)
-    parser.add_argument("--learners", nargs="+", default=["a2c-lstm", "a2c-mlp", "ppo-lstm"], choices=list(LEARNERS))
+    parser.add_argument(
+        "--learners", nargs="+", default=["a2c-lstm", "a2c-gru", "a2c-mlp", "ppo-lstm"], choices=list(LEARNERS)
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     parser.add_argument("--total-timesteps", type=int, default=1_000_000)
     parser.add_argument("--cores", type=int, nargs="+", default=[0, 1], help="one run at a time on each core")

@@ -29,6 +29,7 @@ CASES = {  # name: flags, or (flags of the first run, flags of its --resume)
     + "--total-timesteps 8000 --optimizer adam --mini-batches 4 --norm-adv True --ent-coef 0.01".split(),
     "a2c-resume": (A2C + "--total-timesteps 4000".split(), "--total-timesteps 8000".split()),
     "a2c-torchrun": A2C + "--total-timesteps 6400 --torchrun".split(),
+    "a2c-lstm": A2C + "--env-id popgym-RepeatPreviousEasy-v0 --lstm --total-timesteps 12800 --eval-freq 25".split(),
     "tetris-serial": TETRIS + "--total-timesteps 12288".split(),
     "tetris-workers": TETRIS + "--total-timesteps 8192 --backend Multiprocessing --num-workers 2".split(),
     "tetris-resume": (TETRIS + "--total-timesteps 4096 --checkpoint-freq 1".split(), "--total-timesteps 8192".split()),

@@ -325,6 +325,7 @@ def run_script(*argv, cwd):
         (["--num-envs", "0"], ["--num-envs"]),
         (["--mini-batches", "3"], ["--mini-batches"]),
         (["--lstm", "--mini-batches", "3"], ["--mini-batches 3 must divide --num-envs 16 with --lstm"]),
+        (["--rnn-type", "gru"], ["--rnn-type gru", "add --lstm"]),
         (["--eval-checkpoint", "does_not_exist.pt"], ["--eval-checkpoint", "not found"]),
         (
             ["--eval-checkpoint", "corrupt.pt"],

@@ -55,14 +55,16 @@ class CounterEnv(gym.Env):
 gym.register("RecurrentTruncateAt3-v0", entry_point=CounterEnv, max_episode_steps=3)
 
 
+@pytest.mark.parametrize("rnn_type", ["lstm", "gru"])
 @pytest.mark.parametrize(
     "space", [gym.spaces.Discrete(3), gym.spaces.MultiDiscrete([3, 2]), gym.spaces.Box(-1.0, 1.0, (2,))]
 )
-def test_unroll_with_resets_equals_stepping_one_observation_at_a_time(space):
+def test_unroll_with_resets_equals_stepping_one_observation_at_a_time(space, rnn_type):
     """The update's one unroll over a rollout (envs, steps), the state zeroed after each step that ended an episode,
     gives the logits and values the rollout got stepping one observation at a time from the same first state."""
     torch.manual_seed(0)
-    agent = a2c.Agent(5, space, 16, lstm=True)
+    agent = a2c.Agent(5, space, 16, lstm=True, rnn_type=rnn_type)
+    assert isinstance(agent.lstm, torch.nn.GRUCell if rnn_type == "gru" else torch.nn.LSTMCell)
     envs, steps = 3, 7
     obs = torch.randn(envs, steps, 5)
     dones = torch.zeros(envs, steps)
@@ -136,26 +138,30 @@ def test_truncation_bootstraps_from_the_ended_episodes_state():
     np.testing.assert_array_equal(storage["values"][:, 0], [100.0, 201.0, 302.0, 100.0, 201.0])
 
 
-def test_memory_is_learned_and_used(tmp_path, monkeypatch):
+@pytest.mark.parametrize("rnn_type", ["lstm", "gru"])
+def test_memory_is_learned_and_used(tmp_path, monkeypatch, rnn_type):
     """RememberCue needs memory: the answer is shown three steps before it is asked for. At the Discrete defaults,
     20k steps (~2 s), final deterministic evaluation of 20 episodes: --lstm 1.0 on seeds 1-5 (all reach 1.0 by
-    12k steps); the same run without --lstm 0.0 on seeds 1-3 (its one answer is right on 10 of the 20 cues)."""
+    12k steps), with --rnn-type gru 1.0 on seeds 1-5 too; the same run without --lstm 0.0 on seeds 1-3 (its one
+    answer is right on 10 of the 20 cues)."""
     monkeypatch.chdir(tmp_path)
-    args = a2c.Args(env_id="RememberCue-v0", lstm=True, total_timesteps=20_000, eval_freq=0, checkpoint_freq=0)
-    result = a2c.train(dataclasses.replace(args, eval_episodes=20))
+    args = a2c.Args(env_id="RememberCue-v0", lstm=True, rnn_type=rnn_type, total_timesteps=20_000, eval_freq=0)
+    result = a2c.train(dataclasses.replace(args, eval_episodes=20, checkpoint_freq=0))
     assert result["eval_history"][-1][1] >= 0.8, result["eval_history"]
 
 
-def test_resume_and_eval_checkpoint_rebuild_the_lstm(tmp_path, monkeypatch, capsys):
-    """--resume and --eval-checkpoint rebuild the LSTM from the saved flags; the resumed run starts its state from
-    zeros (its envs play fresh episodes)."""
+@pytest.mark.parametrize("rnn_type", ["lstm", "gru"])
+def test_resume_and_eval_checkpoint_rebuild_the_cell(tmp_path, monkeypatch, capsys, rnn_type):
+    """--resume and --eval-checkpoint rebuild the LSTM (or GRU) from the saved flags; the resumed run starts its
+    state from zeros (its envs play fresh episodes)."""
     monkeypatch.chdir(tmp_path)
-    args = a2c.Args(env_id="RememberCue-v0", lstm=True, total_timesteps=4000, eval_freq=0, checkpoint_freq=0)
-    result = a2c.train(args)
+    args = a2c.Args(env_id="RememberCue-v0", lstm=True, rnn_type=rnn_type, total_timesteps=4000, eval_freq=0)
+    result = a2c.train(dataclasses.replace(args, checkpoint_freq=0))
     checkpoint = os.path.join(result["run_dir"], "a2c_cartpole.pt")
     assert any(key.startswith("lstm.") for key in torch.load(checkpoint, weights_only=True)["model"])
     resumed = a2c.train(a2c.Args(resume=checkpoint, total_timesteps=8000))
-    assert resumed["global_step"] == 8000 and resumed["policy"].lstm is not None
+    cell = torch.nn.GRUCell if rnn_type == "gru" else torch.nn.LSTMCell
+    assert resumed["global_step"] == 8000 and isinstance(resumed["policy"].lstm, cell)
     a2c.main(["--eval-checkpoint", checkpoint, "--eval-episodes", "2"])
     assert "2 episodes (greedy actions):" in capsys.readouterr().out
 
@@ -175,10 +181,11 @@ def test_lstm_minibatches_are_whole_env_sequences():
     assert obs.shape == (steps * envs, 3) and adv.shape == (steps * envs,)
 
 
-def test_amp_with_lstm_matches_float32_on_a_fixed_batch():
+@pytest.mark.parametrize("rnn_type", ["lstm", "gru"])
+def test_amp_with_lstm_matches_float32_on_a_fixed_batch(rnn_type):
     """bfloat16 autocast on the CPU through a 6-step unroll: the A2C loss within 1% of float32's."""
     torch.manual_seed(0)
-    agent = a2c.Agent(6, gym.spaces.Discrete(3), 64, lstm=True)
+    agent = a2c.Agent(6, gym.spaces.Discrete(3), 64, lstm=True, rnn_type=rnn_type)
     x, actions, dones = torch.randn(16, 6, 6), torch.randint(0, 3, (16, 6)), (torch.rand(16, 6) < 0.2).float()
     advantages, returns = torch.randn(16, 6), torch.randn(16, 6)
     state = agent.initial_state(16, torch.device("cpu"))
