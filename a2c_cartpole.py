@@ -19,7 +19,6 @@ right that popular A2C code often does not:
 """
 
 import contextlib
-import dataclasses
 import os
 import random
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from torch.distributions import Categorical, Normal
 
 from common import distributed, logs, run
 from common.gym_envs import finished_episodes, make_gym_vector_env
-from common.logs import Progress, announce, log_eval, make_run_name, print_end, report, save_video, video_paths
+from common.logs import Progress, log_eval, print_end, report, save_video, video_paths
 from common.normalize import RewardScaler, RunningMeanStd, normalize_obs
 
 ACTIONS = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)
@@ -41,43 +40,44 @@ ACTIONS = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)
 
 @dataclass
 class Args(run.RunArgs):
-    # The run's flags (--seed, --device, --checkpoint-freq, --resume, --eval-checkpoint, ...) are RunArgs's.
+    # The run's flags (--seed, --device, --checkpoint-freq, --resume, --eval-checkpoint, ...) are RunArgs's. The
+    # defaults below are CartPole-v1's; `--env-id X --help` shows X's (CONTINUOUS, MEMORY, PER_ENV below).
     env_id: str = "CartPole-v1"
     """a Gymnasium id: Discrete, MultiDiscrete or Box actions; observations flattened (Box, Dict, Discrete...)"""
-    total_timesteps: Optional[int] = None
-    """environment steps of training (varies by env; on --resume: the saved total)"""
-    num_envs: Optional[int] = None
-    """the number of parallel environments, per rank under torchrun (varies by env)"""
-    num_steps: Optional[int] = None
-    """the rollout length: steps per env per update, SB3's n_steps (varies by env)"""
-    learning_rate: Optional[float] = None
-    """the learning rate of the optimizer (varies by env)"""
+    total_timesteps: int = 100_000
+    """environment steps of training (on --resume: the saved total unless given)"""
+    num_envs: int = 16
+    """the number of parallel environments, per rank under torchrun"""
+    num_steps: int = 5
+    """the rollout length: steps per env per update, SB3's n_steps"""
+    learning_rate: float = 1e-3
+    """the learning rate of the optimizer"""
     optimizer: Literal["rmsprop", "adam"] = "rmsprop"
     """RMSprop(alpha=0.99, eps=1e-5) as in SB3 and the A2C paper, or Adam(eps=1e-5)"""
     anneal_lr: bool = True
     """linearly anneal the learning rate to 0 over the run"""
-    gamma: Optional[float] = None
-    """the discount factor (varies by env)"""
-    gae_lambda: Optional[float] = None
-    """the GAE lambda; 1.0: n-step returns, as in classic A2C (varies by env)"""
-    vf_coef: Optional[float] = None
-    """the value-loss coefficient (varies by env)"""
+    gamma: float = 0.99
+    """the discount factor"""
+    gae_lambda: float = 1.0
+    """the GAE lambda; 1.0: n-step returns, as in classic A2C"""
+    vf_coef: float = 0.5
+    """the value-loss coefficient"""
     ent_coef: float = 0.0
     """the entropy-bonus coefficient"""
     max_grad_norm: float = 0.5
     """the maximum global gradient norm (clipping)"""
-    norm_adv: Optional[bool] = None
-    """normalize advantages per mini-batch (varies by env)"""
+    norm_adv: bool = False
+    """normalize advantages per mini-batch"""
     norm_obs: bool = True
     """normalize observations by their running mean/std, clipped to +-10 (frozen for evaluation, saved)"""
-    norm_reward: Optional[bool] = None
-    """divide rewards by the running std of the discounted return, as SB3's VecNormalize (varies by env)"""
-    reward_scale: Optional[float] = None
-    """multiply rewards by this for learning; episode returns are logged unscaled (varies by env)"""
+    norm_reward: bool = False
+    """divide rewards by the running std of the discounted return, clipped to +-10, as SB3's VecNormalize"""
+    reward_scale: float = 0.1
+    """multiply rewards by this for learning; episode returns are logged unscaled"""
     mini_batches: int = 1
     """gradient steps per update, each on a 1/mini_batches share of the rollout (skrl's mini_batches)"""
-    hidden_size: Optional[int] = None
-    """width of the two shared hidden layers, and of the LSTM's state with --lstm (varies by env)"""
+    hidden_size: int = 64
+    """width of the two shared hidden layers, and of the LSTM's state with --lstm"""
     lstm: bool = False
     """an LSTM between the shared MLP and the heads: a policy with memory, for partially observed tasks (POPGym)"""
     rnn_type: Literal["lstm", "gru"] = "lstm"
@@ -88,7 +88,7 @@ class Args(run.RunArgs):
     """mixed precision: bfloat16 autocast on the CPU, float16 with a gradient scaler on CUDA; float32 weights"""
     log_freq: int = 10
     """write training scalars (means of the episodes finished since the last write) every this many updates"""
-    eval_freq: Optional[int] = None
+    eval_freq: int = 50
     """evaluate (greedy actions, frozen observation statistics) every this many updates and after the last"""
     eval_max_steps: int = 1_000
     """evaluation episodes of an env with no time limit of its own (CliffWalking) are truncated at this many steps"""
@@ -96,16 +96,14 @@ class Args(run.RunArgs):
     """save runs/<run>/a2c_cartpole.pt every this many updates (0: only at the end and on Ctrl-C)"""
 
 
-# Defaults: DEFAULTS for Discrete and MultiDiscrete actions (measured on CartPole-v1, Acrobot-v1, MountainCar-v0);
-# for Box actions one set for every continuous-control task, as CleanRL's ppo_continuous_action.py has, measured
-# on Pendulum-v1 and HalfCheetah-v5 (docs/a2c.md). `--env-id X --help` shows the result for X.
+# Args holds the defaults for Discrete and MultiDiscrete actions (measured on CartPole-v1, Acrobot-v1, MountainCar-v0).
 # Why --reward-scale 0.1 for CartPole: its discounted returns reach ~100, and with a shared backbone a value loss on
 # targets that large swamps the policy gradient (deterministic eval then stalled at 100-250 for 100k+ steps).
 # fmt: off
-DEFAULTS = dict(total_timesteps=100_000, num_envs=16, num_steps=5, learning_rate=1e-3, gamma=0.99, gae_lambda=1.0,
-                vf_coef=0.5, norm_adv=False, norm_reward=False, reward_scale=0.1, hidden_size=64, eval_freq=50)
-# Box: the return's scale differs from task to task, so rewards are normalized instead of scaled by hand. gamma 0.95:
-# Pendulum learns on 7 seeds of 8 (0.99: 1 of 3); MuJoCo locomotion goes further with --gamma 0.99 (docs/a2c.md).
+# Box actions: one set for every continuous-control task, as CleanRL's ppo_continuous_action.py has, measured on
+# Pendulum-v1 and HalfCheetah-v5 (docs/a2c.md). The return's scale differs from task to task, so rewards are normalized
+# instead of scaled by hand. gamma 0.95: Pendulum learns on 7 seeds of 8 (0.99: 1 of 3); MuJoCo locomotion goes further
+# with --gamma 0.99 (docs/a2c.md).
 CONTINUOUS = dict(total_timesteps=1_000_000, num_steps=8, gamma=0.95, gae_lambda=0.9, norm_reward=True,
                   reward_scale=1.0, eval_freq=400)
 # POPGym's memory tasks with Discrete actions (popgym-... ids), for --lstm: 16-step rollouts to backpropagate through,
@@ -119,12 +117,14 @@ PER_ENV = {"LunarLander-v3": dict(total_timesteps=500_000, num_envs=64, learning
 # fmt: on
 
 
-def env_defaults(env_id: str) -> dict:
+def args_for(env_id: str = "CartPole-v1", **flags) -> Args:
+    """The flags for `env_id`: Args' defaults, then its action kind's set and its own, then `flags`."""
     probe = make_gym_vector_env(env_id, 1, actions=ACTIONS)
     box = isinstance(probe.single_action_space, gym.spaces.Box)
     probe.close()
     memory = env_id.startswith("popgym-") and not box
-    return {**DEFAULTS, **(CONTINUOUS if box else {}), **(MEMORY if memory else {}), **PER_ENV.get(env_id, {})}
+    defaults = {**(CONTINUOUS if box else {}), **(MEMORY if memory else {}), **PER_ENV.get(env_id, {})}
+    return Args(**{**defaults, "env_id": env_id, **flags})
 
 
 def validate_args(args: Args) -> None:
@@ -132,8 +132,9 @@ def validate_args(args: Args) -> None:
     run.check_flags(args, at_least_one="num_envs num_steps mini_batches hidden_size log_freq", positive="learning_rate")
     if args.lstm and args.num_envs % args.mini_batches:  # a mini-batch of whole env sequences
         raise ValueError(f"--mini-batches {args.mini_batches} must divide --num-envs {args.num_envs} with --lstm")
-    if (batch := args.num_envs * args.num_steps) % args.mini_batches:
-        raise ValueError(f"--mini-batches {args.mini_batches} must divide num_envs * num_steps = {batch}")
+    if (args.num_envs * args.num_steps) % args.mini_batches:
+        rows = args.num_envs * args.num_steps
+        raise ValueError(f"--mini-batches {args.mini_batches} must divide num_envs * num_steps = {rows}")
     if args.rnn_type == "gru" and not args.lstm:  # alone it would silently train a policy without memory
         raise ValueError("--rnn-type gru picks the cell of the recurrent policy: add --lstm")
 
@@ -150,28 +151,34 @@ class Agent(nn.Module):
     entropies summed) or, for Box actions, a diagonal Gaussian whose log-std is a parameter of its own, not a
     function of the state (as SB3 and CleanRL's ppo_continuous_action.py)."""
 
-    def __init__(self, obs_dim: int, action_space, hidden_size: int, log_std_init=-1.0, lstm=False, rnn_type="lstm"):
+    def __init__(self, obs_dim: int, action_space, args: Args):
         super().__init__()
         self.backbone = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, hidden_size)),
+            layer_init(nn.Linear(obs_dim, args.hidden_size)),
             nn.Tanh(),
-            layer_init(nn.Linear(hidden_size, hidden_size)),
+            layer_init(nn.Linear(args.hidden_size, args.hidden_size)),
             nn.Tanh(),
         )
         box = isinstance(action_space, gym.spaces.Box)
-        discrete = isinstance(action_space, gym.spaces.Discrete)
-        self.nvec = [] if box else [int(action_space.n)] if discrete else [int(n) for n in action_space.nvec]
+        if isinstance(action_space, gym.spaces.Discrete):
+            self.nvec = [int(action_space.n)]  # the categoricals' sizes: one for Discrete,
+        else:  # one per dimension for MultiDiscrete, none for Box
+            self.nvec = [] if box else action_space.nvec.tolist()
         outputs = action_space.shape[0] if box else sum(self.nvec)
         # Small policy-head init keeps the first policy near uniform (or the Gaussian near its mean of 0); value
         # head at unit scale: SB3's orthogonal gains.
-        self.policy_head = layer_init(nn.Linear(hidden_size, outputs), std=0.01)
-        self.value_head = layer_init(nn.Linear(hidden_size, 1), std=1.0)
-        self.log_std = nn.Parameter(torch.full((outputs,), log_std_init)) if box else None
+        self.policy_head = layer_init(nn.Linear(args.hidden_size, outputs), std=0.01)
+        self.value_head = layer_init(nn.Linear(args.hidden_size, 1), std=1.0)
+        self.log_std = nn.Parameter(torch.full((outputs,), args.log_std_init)) if box else None
         # Built last, so the layers above draw the same initial weights with --lstm as without.
-        self.lstm = (nn.GRUCell if rnn_type == "gru" else nn.LSTMCell)(hidden_size, hidden_size) if lstm else None
+        cell = nn.GRUCell if args.rnn_type == "gru" else nn.LSTMCell
+        self.lstm = cell(args.hidden_size, args.hidden_size) if args.lstm else None
 
     def initial_state(self, n: int, device: torch.device):
-        return None if self.lstm is None else tuple(torch.zeros(n, self.lstm.hidden_size, device=device) for _ in "hc")
+        """The recurrent state (h, c) of n fresh episodes: zeros; None without --lstm."""
+        if self.lstm is None:
+            return None
+        return tuple(torch.zeros(n, self.lstm.hidden_size, device=device) for _ in range(2))
 
     def forward(self, x: torch.Tensor, state=None, dones=None):
         """(policy output: logits, or the Gaussian's mean; V(x); the recurrent state after x, None without --lstm).
@@ -181,16 +188,20 @@ class Agent(nn.Module):
         replays exactly what the rollout saw. A2C's rollouts are short (5 or 16 steps at the defaults), so the update
         backpropagates through each whole one from its stored first state: no burn-in, no truncated BPTT."""
         hidden = self.backbone(x)
-        if self.lstm is not None:
-            steps, (h, c), outputs = hidden if x.dim() == 3 else hidden[:, None], state, []
-            gru = isinstance(self.lstm, nn.GRUCell)  # a GRU's state is h alone: it keeps (h, c) with c zero
-            for t in range(steps.shape[1]):
-                h, c = (self.lstm(steps[:, t], h), c) if gru else self.lstm(steps[:, t], (h, c))
-                outputs.append(h)
-                if dones is not None:
-                    h, c = h * (1 - dones[:, t, None]), c * (1 - dones[:, t, None])
-            hidden, state = torch.stack(outputs, 1) if x.dim() == 3 else h, (h, c)
-        return self.policy_head(hidden), self.value_head(hidden).squeeze(-1), state
+        if self.lstm is None:
+            return self.policy_head(hidden), self.value_head(hidden).squeeze(-1), None
+        steps = hidden if x.dim() == 3 else hidden[:, None]  # (envs, steps, hidden)
+        (h, c), outputs = state, []
+        for t in range(steps.shape[1]):
+            if isinstance(self.lstm, nn.GRUCell):  # a GRU's state is h alone: it keeps (h, c) with c zero
+                h = self.lstm(steps[:, t], h)
+            else:
+                h, c = self.lstm(steps[:, t], (h, c))
+            outputs.append(h)
+            if dones is not None:  # the episode ended after step t: the next one starts from zeros
+                h, c = h * (1 - dones[:, t, None]), c * (1 - dones[:, t, None])
+        hidden = torch.stack(outputs, 1) if x.dim() == 3 else h
+        return self.policy_head(hidden), self.value_head(hidden).squeeze(-1), (h, c)
 
     def sample(self, out: torch.Tensor) -> torch.Tensor:
         if self.log_std is not None:
@@ -254,12 +265,12 @@ def to_env(actions: np.ndarray, space) -> np.ndarray:
 
 
 @torch.inference_mode()  # no autograd bookkeeping while acting: the update recomputes what it needs
-def collect_rollout(envs, agent, obs_rms, reward_norm, reward_scale, next_obs, state, storage, gamma, device, autocast):
+def collect_rollout(envs, agent, storage, next_obs, state, args, *, obs_rms, reward_norm, device, autocast):
     """Fills `storage` (numpy arrays shaped (num_steps, num_envs, ...): obs, actions, values, rewards, dones) by
     stepping every env num_steps times with the current policy, from the recurrent `state` (None: no --lstm).
 
     Rewards are divided by the running return's std (`reward_norm`, if given), then multiplied by
-    `reward_scale`. `dones[t]` = 1 when the transition at step t ended its episode (terminated or truncated).
+    --reward-scale. `dones[t]` = 1 when the transition at step t ended its episode (terminated or truncated).
     On truncation the step's reward already contains `gamma * V(final_obs)`, so GAE can treat every episode
     end as a hard stop. Returns (next_obs, the state after, finished episodes' returns, their lengths).
     """
@@ -271,12 +282,10 @@ def collect_rollout(envs, agent, obs_rms, reward_norm, reward_scale, next_obs, s
         action = agent.sample(out).cpu().numpy()
         storage["values"][step], storage["actions"][step] = value.float().cpu().numpy(), action
         raw_obs, reward, terminated, truncated, infos = envs.step(to_env(action, envs.single_action_space))
-        if obs_rms is not None:
-            obs_rms.update(raw_obs)
-        next_obs = normalize_obs(raw_obs, obs_rms)
+        next_obs = normalize_obs(raw_obs, obs_rms, update=True)
         if reward_norm is not None:
             reward = reward_norm(reward, terminated | truncated)
-        storage["rewards"][step] = reward * reward_scale
+        storage["rewards"][step] = reward * args.reward_scale
         storage["dones"][step] = terminated | truncated
         # Truncated, not terminated: the episode could have gone on, so its value is V(final_obs),
         # not 0. The env was reset in this same step; info["final_obs"] holds its pre-reset observation.
@@ -285,7 +294,7 @@ def collect_rollout(envs, agent, obs_rms, reward_norm, reward_scale, next_obs, s
             final_obs = torch.as_tensor(normalize_obs(np.stack(infos["final_obs"][bootstrap]), obs_rms), device=device)
             with autocast():  # --lstm: one more step of the ended episode's state, not of the reset one
                 final_values = agent(final_obs, take(next_state, bootstrap))[1].float().cpu().numpy()
-            storage["rewards"][step, bootstrap] += gamma * final_values
+            storage["rewards"][step, bootstrap] += args.gamma * final_values
         state = forget(next_state, terminated | truncated)
         ep_returns, ep_lengths = finished_episodes(infos)
         episode_returns.extend(ep_returns.tolist())
@@ -335,7 +344,7 @@ def compute_gae(rewards, values, dones, next_value, gamma: float, gae_lambda: fl
     return advantages, advantages + values
 
 
-def a2c_loss(logprobs, entropy, new_values, advantages, returns, vf_coef: float, ent_coef: float):
+def a2c_loss(logprobs, entropy, new_values, advantages, returns, *, vf_coef: float, ent_coef: float):
     """The A2C objective: -E[A * log pi(a|s)] + vf_coef * E[(R - V(s))^2] - ent_coef * E[H].
 
     Advantages and returns are constants here (computed from the rollout), so only log pi and V carry
@@ -348,13 +357,16 @@ def a2c_loss(logprobs, entropy, new_values, advantages, returns, vf_coef: float,
     return loss, policy_loss, value_loss, entropy_mean
 
 
-def evaluate(agent: Agent, env_id, obs_rms: Optional[RunningMeanStd], episodes, seed, device, videos=(), step_cap=1000):
+def evaluate(
+    agent: Agent, args: Args, obs_rms: Optional[RunningMeanStd], *, episodes: int, seed: int, device, videos=()
+):
     """Returns and lengths of `episodes` deterministic episodes (argmax, or the Gaussian's mean), the training's
     observation statistics frozen. They are played side by side in one vector env (env i seeded seed + i, each
     counted until its first episode ends), so each step is one forward pass for all of them. `videos`: paths
-    (.mp4, .gif) to record env 0's episode to; rendering changes nothing that is played. `step_cap`: the episode
-    length at which an env with no time limit of its own is truncated, so that every evaluation ends."""
-    envs = make_gym_vector_env(env_id, episodes, actions=ACTIONS, render_first=bool(videos), step_cap=step_cap)
+    (.mp4, .gif) to record env 0's episode to; rendering changes nothing that is played. An env with no time limit
+    of its own is truncated at --eval-max-steps, so that every evaluation ends."""
+    cap = args.eval_max_steps
+    envs = make_gym_vector_env(args.env_id, episodes, actions=ACTIONS, render_first=bool(videos), step_cap=cap)
     returns, lengths, frames = np.full(episodes, np.nan), np.zeros(episodes), []
     try:
         obs, _ = envs.reset(seed=seed)
@@ -379,27 +391,24 @@ def evaluate(agent: Agent, env_id, obs_rms: Optional[RunningMeanStd], episodes, 
 def evaluate_checkpoint(args: Args) -> dict:
     """--eval-checkpoint: --eval-episodes deterministic episodes with the run's frozen observation statistics."""
     ckpt, args, device = run.open_checkpoint("a2c_cartpole", Args, args, required=("obs_rms",))
-    args = dataclasses.replace(args, **{k: v for k, v in env_defaults(args.env_id).items() if getattr(args, k) is None})
     probe = make_gym_vector_env(args.env_id, 1, actions=ACTIONS)
-    obs_dim, action_space = probe.single_observation_space.shape[0], probe.single_action_space
-    agent = Agent(obs_dim, action_space, args.hidden_size, args.log_std_init, args.lstm, args.rnn_type).to(device)
+    agent = Agent(probe.single_observation_space.shape[0], probe.single_action_space, args).to(device)
     probe.close()
     run.load_weights(agent, ckpt, "--eval-checkpoint", args.eval_checkpoint)
     obs_rms = RunningMeanStd.from_state(ckpt["obs_rms"])
     run_dir, name = os.path.dirname(args.eval_checkpoint), f"checkpoint-step{ckpt['global_step']}"
     videos = video_paths(run_dir, name, args.capture_video, args.gif)
-    seed, cap = args.seed + 10_000, args.eval_max_steps
-    stats = evaluate(agent, args.env_id, obs_rms, args.eval_episodes, seed, device, videos, cap)
+    stats = evaluate(
+        agent, args, obs_rms, episodes=args.eval_episodes, seed=args.seed + 10_000, device=device, videos=videos
+    )
     episodes = f"{args.eval_episodes} episode{'s' if args.eval_episodes > 1 else ''}"
     report(f"{args.eval_checkpoint} ({args.env_id}, step {ckpt['global_step']:,}), {episodes} (greedy actions):", stats)
     return stats
 
 
 def train(args: Args) -> dict:
-    # One process, or a rank of a torchrun job; --resume: the saved run's flags, and its state as plain data.
-    world, device = distributed.init_world(args.dist_backend, run.resolve_device(args.device))
-    args, resumed = run.flags(args, "a2c_cartpole", world, required=("obs_rms",))
-    args = dataclasses.replace(args, **{k: v for k, v in env_defaults(args.env_id).items() if getattr(args, k) is None})
+    # One process or a torchrun rank; --resume: the saved run's flags (with this --total-timesteps) and its state.
+    world, device, args, resumed = run.start(args, "a2c_cartpole", required=("obs_rms",))
     validate_args(args)
     seed = args.seed + distributed.RANK_SEED_OFFSET * world.rank  # each rank of a torchrun job plays its own episodes
     random.seed(seed)
@@ -409,55 +418,41 @@ def train(args: Args) -> dict:
 
     envs = make_gym_vector_env(args.env_id, args.num_envs, actions=ACTIONS)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
-    agent = Agent(obs_dim, action_space, args.hidden_size, args.log_std_init, args.lstm, args.rnn_type).to(device)
+    agent = Agent(obs_dim, action_space, args).to(device)
     optimizer = make_optimizer(agent, args.optimizer, args.learning_rate)
     obs_rms = RunningMeanStd((obs_dim,)) if args.norm_obs else None
     reward_norm = RewardScaler(args.num_envs, args.gamma) if args.norm_reward else None
-
-    torch.set_num_threads(args.torch_threads or 1)
-    # The run in whole updates; a resumed run goes on from its saved update, weights, statistics and schedule.
+    torch.set_num_threads(args.torch_threads)
     update_size = args.num_envs * args.num_steps * world.size  # agent steps per update, all ranks together
     num_updates = run.count_updates(args.total_timesteps, update_size, world.size, resumed)
-    end_step = num_updates * update_size
-    lr_anchor = run.schedule_anchor(args.learning_rate, update_size, end_step, resumed)
-    start_update, run_name = 1, make_run_name(args.env_id, args.exp_name, args.seed)
-    if resumed is not None:
-        run.restore(resumed, args.resume, agent, optimizer, obs_rms=obs_rms, reward_norm=reward_norm)
-        start_update, run_name = resumed["update"] + 1, resumed["run_name"]
-    if world.size > 1:  # torchrun: rank 0's weights and run name on every rank
-        run_name = distributed.join_ranks(world, agent, run_name, seed + start_update)
-    # What each checkpoint holds besides the flags and the step (objects: their state_dict() at each save).
-    saved = dict(lr_anchor=lr_anchor, model=agent, optimizer=optimizer, obs_rms=obs_rms, reward_norm=reward_norm)
-    writer, checkpoint = run.open_run("a2c_cartpole", args, run_name, update_size, world, resumed, **saved)
-    if world.rank == 0:
-        describe = f"{args.env_id}, {args.num_envs} envs x {args.num_steps} steps"
-        announce(run_name, describe, start_update, num_updates, update_size, world, device, args.total_timesteps)
-    stop, progress = distributed.StopRequest(world), Progress(end_step, start_step=(start_update - 1) * update_size)
-
+    # What a checkpoint holds (objects: their state_dict() at each save); --resume loads it and goes on from there.
+    rates = {"learning_rate": args.learning_rate}  # the schedule's value now: an extended run goes on from it
+    state = dict(model=agent, optimizer=optimizer, obs_rms=obs_rms, reward_norm=reward_norm, rates=rates)
+    start_update, schedule = run.restore(resumed, args, state, num_updates, world)
+    about = f"{args.env_id}, {args.num_envs} envs x {args.num_steps} steps on {device}"
+    writer, checkpoint = run.open_run("a2c_cartpole", args, world, resumed, dict(state, schedule=schedule),
+                                      update_size=update_size, done=start_update, about=about)  # fmt: skip
+    progress, stop = Progress(num_updates * update_size, start_update * update_size), distributed.StopRequest(world)
     autocast, scaler = mixed_precision(device, args.amp)
     storage = make_storage(args.num_steps, args.num_envs, obs_dim, action_space)
-    reward_threshold = gym.spec(args.env_id).reward_threshold
-    raw_obs, _ = envs.reset(seed=seed + start_update - 1)  # a resumed run plays fresh episodes
-    if obs_rms is not None:
-        obs_rms.update(raw_obs)
-    obs = normalize_obs(raw_obs, obs_rms)  # the next observation of each env
-    state = agent.initial_state(args.num_envs, device)  # --lstm: zeros, on --resume too (its episodes are fresh)
+    raw_obs, _ = envs.reset(seed=seed + start_update)  # a resumed run plays fresh episodes
+    obs = normalize_obs(raw_obs, obs_rms, update=True)  # the next observation of each env
+    lstm_state = agent.initial_state(args.num_envs, device)  # --lstm: zeros, on --resume too (fresh episodes)
     recent_returns, finished_returns, finished_lengths, stops = [], [], [], []
-    solved_at, eval_history, last_eval, eval_text = None, [], None, ""
-    completed, interrupted = start_update - 1, False  # updates done; how the run ended
+    solved_at, eval_history, last_eval, eval_text, interrupted = None, [], None, "", False
     try:
-        for update in range(start_update, num_updates + 1):
+        for update in range(start_update + 1, num_updates + 1):
             global_step = update * update_size  # once this update is done
-            if args.anneal_lr:
-                optimizer.param_groups[0]["lr"] = run.annealed_lr(lr_anchor, global_step - update_size, end_step)
+            if args.anneal_lr:  # CleanRL's linear anneal to 0, from where this run's line starts (run.restore)
+                frac = 1.0 - (update - 1 - schedule["update"]) / (num_updates - schedule["update"])
+                optimizer.param_groups[0]["lr"] = rates["learning_rate"] = frac * schedule["learning_rate"]
             # --lstm: the update replays the rollout from here (a copy: inference tensors cannot enter autograd)
-            first_state = None if state is None else tuple(x.clone() for x in state)
-            obs, state, ep_returns, ep_lengths = collect_rollout(
-                envs, agent, obs_rms, reward_norm, args.reward_scale, obs, state, storage, args.gamma, device, autocast
-            )
+            first_state = None if lstm_state is None else tuple(x.clone() for x in lstm_state)
+            obs, lstm_state, ep_returns, ep_lengths = collect_rollout(envs, agent, storage, obs, lstm_state, args,
+                obs_rms=obs_rms, reward_norm=reward_norm, device=device, autocast=autocast)  # fmt: skip
             batch = {key: torch.as_tensor(array, device=device) for key, array in storage.items()}  # CPU: no copy
             with torch.inference_mode(), autocast():
-                next_value = agent(torch.as_tensor(obs, device=device), state)[1].float()
+                next_value = agent(torch.as_tensor(obs, device=device), lstm_state)[1].float()
             advantages, returns = compute_gae(
                 batch["rewards"], batch["values"], batch["dones"], next_value, args.gamma, args.gae_lambda
             )
@@ -474,14 +469,15 @@ def train(args: Args) -> dict:
                     logprobs, entropy, new_values = agent.get_logprob_entropy_value(
                         b_obs[indices], b_actions[indices], take(first_state, indices), b_dones[indices]
                     )
-                    loss, policy_loss, value_loss, entropy_mean = a2c_loss(
-                        logprobs, entropy, new_values, mb_advantages, b_returns[indices], args.vf_coef, args.ent_coef
-                    )
+                    loss, policy_loss, value_loss, entropy_mean = a2c_loss(logprobs, entropy, new_values,
+                        mb_advantages, b_returns[indices], vf_coef=args.vf_coef, ent_coef=args.ent_coef)  # fmt: skip
                 optimizer.zero_grad(set_to_none=True)
                 scaler.scale(loss).backward()
                 scaler.unscale_(optimizer)  # (no-ops unless float16 on CUDA)
-                # Under torchrun: the gradients averaged over the ranks; a non-finite loss stops the run.
-                distributed.allreduce_gradients(world, agent.parameters(), loss, update=update, step=global_step)
+                # Under torchrun: the gradients averaged over the ranks, and the loss with them, so all stop alike.
+                mean_loss = distributed.average_gradients(world, agent.parameters(), loss.detach())[0]
+                if not torch.isfinite(mean_loss):
+                    raise run.non_finite_loss_error(mean_loss, update, global_step)
                 grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 scaler.step(optimizer)
                 scaler.update()
@@ -489,11 +485,9 @@ def train(args: Args) -> dict:
             recent_returns = (recent_returns + ep_returns)[-20:]
             finished_returns += ep_returns
             finished_lengths += ep_lengths
-            # A TensorBoard scalar costs ~60 us, a whole env step ~10 us: we write means every
-            # --log-freq updates rather than one scalar per episode.
+            # Means every --log-freq updates, not a scalar per episode: one costs ~60 us, a whole env step ~10 us.
             if update % args.log_freq == 0 or update == num_updates:
-                # Every rank's episodes, and whether any rank saw a Ctrl-C (torchrun).
-                finished_returns, finished_lengths, recent, stops = distributed.pool(
+                finished_returns, finished_lengths, recent, stops = distributed.pool(  # all ranks', and any Ctrl-C
                     world, finished_returns, finished_lengths, recent_returns, [stop.requested]
                 )
                 scalars = {
@@ -518,36 +512,35 @@ def train(args: Args) -> dict:
                     progress.update(global_step, update=update, ret=ret, eval=last_eval)
             if world.rank == 0 and (args.eval_freq and update % args.eval_freq == 0 or update == num_updates):
                 videos = video_paths(checkpoint.run_dir, f"eval-step{global_step}", args.capture_video)
-                with progress.paused(), run.seeded_rng(args.seed + 10_000 + update, device):
-                    episodes, cap = args.eval_episodes, args.eval_max_steps
-                    stats = evaluate(agent, args.env_id, obs_rms, episodes, args.seed + 10_000, device, videos, cap)
+                with progress.paused():  # greedy actions: the evaluation draws nothing from torch's RNG
+                    stats = evaluate(agent, args, obs_rms, episodes=args.eval_episodes, seed=args.seed + 10_000,
+                                     device=device, videos=videos)  # fmt: skip
                 last_eval, eval_text = log_eval(writer, stats["return"], global_step)
                 eval_history.append((global_step, last_eval))
-                if solved_at is None and reward_threshold is not None and last_eval >= reward_threshold:
+                threshold = gym.spec(args.env_id).reward_threshold
+                if solved_at is None and threshold is not None and last_eval >= threshold:
                     solved_at = global_step
-                    print(f"solved: eval return {last_eval:.1f} >= {reward_threshold} at step {solved_at:,}")
-            completed = update
+                    print(f"solved: eval return {last_eval:.1f} >= {threshold} at step {solved_at:,}")
             if args.checkpoint_freq and update % args.checkpoint_freq == 0:
                 checkpoint.save(update)  # a periodic save that fails warns; training goes on
-            if any(stops):  # torchrun: a Ctrl-C every rank agreed on; all stop after this update
+            if any(stops):  # Ctrl-C (on any rank, seen at the last log): this update is whole; save it and stop
                 interrupted = True
                 break
-    except KeyboardInterrupt:  # Ctrl-C: the half-done update is dropped, the last whole one saved below
-        interrupted = True
-    except RuntimeError as e:  # torchrun: another rank died in a collective; rank 0 saves what was learned
-        raise run.rank_lost(e, world, checkpoint, completed) from None
+    except KeyboardInterrupt:  # a second Ctrl-C: stop at once; the half-done update is dropped, nothing saved
+        raise KeyboardInterrupt(checkpoint.kept(hint=True)) from None
+    except RuntimeError as e:  # torchrun: another rank died in a collective; the last save holds the run
+        raise run.lost_error(e, world, checkpoint) from None
     finally:
-        run.close(world, envs, writer)  # the envs and their workers, the writer, the torchrun group
-    checkpoint.save(completed, final=True)  # fails with one line naming the checkpoint that was kept
-    if world.rank == 0:
-        print_end(interrupted, checkpoint, progress, completed * update_size, eval_text)
+        run.close(world, envs, writer, stop)  # the envs, the writer, Ctrl-C's handler, the torchrun group
+    checkpoint.save(update, final=True)  # fails with one line naming the checkpoint that was kept
+    print_end(interrupted, checkpoint, progress, global_step, eval_text)
     extra = dict(policy=agent, args=args, eval_history=eval_history, solved_at=solved_at)
-    return run.summary(checkpoint, progress, completed, interrupted, **extra)
+    return run.summary(checkpoint, progress, update, interrupted, **extra)
 
 
 def main(argv=None) -> None:
-    args = run.parse_args(Args, argv, help_defaults=env_defaults)
     try:
+        args = run.parse_args(Args, "a2c_cartpole", argv, args_for)
         if args.eval_checkpoint:
             evaluate_checkpoint(args)
         elif train(args)["interrupted"]:  # train() saved and said how to resume

@@ -1,12 +1,12 @@
 """PufferLib 3.0-style PPO (the loop of PufferLib's pufferl.py) in one file, correct where PufferLib is not.
 
-Read top to bottom: Args and per-env defaults, network, experience buffer, rollout, advantages, prioritized
-rows, loss, evaluation, train(). From PufferLib: async env groups (recv(group) -> policy -> send(actions)), a
-(segments x horizon) buffer whose rows are the unit of sampling and of LSTM sequences (a multi-agent env is just
-more agents), prioritized minibatches of whole rows. Where pufferl.py goes wrong and this file does not
-(docs/ppo_puffer_async.md): truncation bootstrapped with V(final observation); no reset step in the buffer; a
-row's last step bootstrapped; rewards clamped only if asked; absent agents carry no loss; rows tracked per agent
-whatever order groups come back in; normalized importance weights, beta reaching 1; LSTM rows replay the rollout.
+Read top to bottom: Args and per-env defaults, network, experience buffer, rollout, advantages, prioritized rows,
+loss, evaluation, train(). From PufferLib: async env groups (recv(group) -> policy -> send(actions)), a (segments x
+horizon) buffer whose rows are the unit of sampling and of LSTM sequences (a multi-agent env is just more agents),
+prioritized minibatches of whole rows. Where pufferl.py goes wrong and this file does not (docs/ppo_puffer_async.md):
+truncation bootstrapped with V(final observation); no reset step in the buffer; a row's last step bootstrapped;
+rewards clamped only if asked; absent agents carry no loss; rows tracked per agent whatever order groups come back
+in; normalized importance weights, beta reaching 1; LSTM rows replay the rollout.
 
     python ppo_puffer_async.py                # Tetris: 90M steps, 15-17 min on 2 cores, return 10.2-11.2, 4.8-6.1 lines
     python ppo_puffer_async.py --env-id HalfCheetah-v5           # Box actions: the continuous defaults, 1M steps
@@ -16,7 +16,6 @@ whatever order groups come back in; normalized importance weights, beta reaching
     torchrun --standalone --nproc-per-node 2 ppo_puffer_async.py   # data-parallel: 2 ranks, each its own envs
 """
 
-import dataclasses
 import os
 import time
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ import torch.nn as nn
 from torch.distributions import Categorical, Normal
 
 from common import distributed, logs, puffer_envs, run
-from common.logs import Progress, announce, log_eval, make_run_name, print_end, report, save_video, video_paths
+from common.logs import Progress, log_eval, print_end, report, save_video, video_paths
 from common.normalize import RewardScaler, RunningMeanStd
 from common.puffer_envs import EpisodeLog, NormalizedObservations, is_pettingzoo, make_puffer_vecenv
 from common.tetris import merge_infos, watch
@@ -38,71 +37,70 @@ from common.vector import WorkerError
 
 @dataclass
 class Args(run.RunArgs):
-    """PufferLib-style PPO. Default: Tetris, 90M agent steps, 15-17 min on 2 cores, return 10.2-11.2, 4.8-6.1 lines."""
+    """PufferLib-style PPO. The defaults are Tetris's (90M agent steps, 15-17 min on 2 cores); --env-id X --help: X's"""
 
     env_id: str = "tetris"
     """tetris, mpe-spread, cartpole-novel or repeat-previous-easy (add --lstm), a Gymnasium id or a PettingZoo module"""
     env_kwargs: str = ""
     """keyword arguments of a Gymnasium or PettingZoo env, e.g. N=2,max_cycles=50 (for mpe2.simple_spread_v3)"""
-    total_timesteps: Optional[int] = None
-    """agent steps of training, all ranks together (varies by env; on --resume: the saved total)"""
-    num_envs: Optional[int] = None
-    """envs per rank (Tetris: games; mpe-spread: envs of 3 agents) (varies by env)"""
-    async_factor: Optional[int] = None
-    """K groups of envs: the policy runs on one group while the others step; 1 = synchronous (varies by env)"""
-    backend: Optional[Literal["Serial", "Multiprocessing"]] = None
-    """Serial: envs step in this process; Multiprocessing: in --num-workers sleeping processes (varies by env)"""
-    num_workers: Optional[int] = None
-    """worker processes with --backend Multiprocessing (varies by env)"""
-    horizon: Optional[int] = None
-    """steps per buffer row (a segment), the unit of minibatches and of LSTM sequences (varies by env)"""
+    total_timesteps: int = 90_000_000
+    """agent steps of training, all ranks together (on --resume: the saved total unless given)"""
+    num_envs: int = 512
+    """envs per rank (Tetris: games; mpe-spread: envs of 3 agents)"""
+    async_factor: int = 1
+    """K groups of envs: the policy runs on one group while the others step; 1 = synchronous"""
+    backend: Literal["Serial", "Multiprocessing"] = "Serial"
+    """Serial: envs step in this process; Multiprocessing: in --num-workers sleeping processes"""
+    num_workers: int = 1
+    """worker processes with --backend Multiprocessing (1 with Serial)"""
+    horizon: int = 64
+    """steps per buffer row (a segment), the unit of minibatches and of LSTM sequences"""
     batch_size: Optional[int] = None
     """agent steps per update and rank = segments x horizon, segments a multiple of the agents (None: a row each)"""
-    num_minibatches: Optional[int] = None
-    """minibatches per update epoch, each of segments / num_minibatches whole rows (varies by env)"""
-    update_epochs: Optional[int] = None
-    """passes over each rollout (varies by env)"""
-    learning_rate: Optional[float] = None
-    """Adam's learning rate (varies by env)"""
+    num_minibatches: int = 8
+    """minibatches per update epoch, each of segments / num_minibatches whole rows"""
+    update_epochs: int = 2
+    """passes over each rollout"""
+    learning_rate: float = 3e-3
+    """Adam's learning rate"""
     anneal_lr: bool = True
     """linearly anneal the learning rate to 0 at --total-timesteps"""
-    gamma: Optional[float] = None
-    """the discount factor (varies by env)"""
-    gae_lambda: Optional[float] = None
-    """the GAE lambda (varies by env)"""
-    clip_coef: Optional[float] = None
-    """the surrogate clipping coefficient (varies by env)"""
-    vf_clip_coef: Optional[float] = None
-    """the value may move at most this far from the rollout's estimate (varies by env)"""
-    vf_coef: Optional[float] = None
-    """the value-loss coefficient (varies by env)"""
-    ent_coef: Optional[float] = None
-    """the entropy-bonus coefficient (varies by env)"""
-    anneal_ent: Optional[bool] = None
-    """linearly anneal the entropy coefficient to 0 at the last update (varies by env)"""
+    gamma: float = 0.99
+    """the discount factor"""
+    gae_lambda: float = 0.95
+    """the GAE lambda"""
+    clip_coef: float = 0.2
+    """the surrogate clipping coefficient"""
+    vf_clip_coef: float = 0.2
+    """the value may move at most this far from the rollout's estimate"""
+    vf_coef: float = 0.5
+    """the value-loss coefficient (of the squared error itself: CleanRL's 0.5 x 1/2 is our 0.25)"""
+    ent_coef: float = 0.1
+    """the entropy-bonus coefficient"""
+    anneal_ent: bool = True
+    """linearly anneal the entropy coefficient to 0 at the last update"""
     max_grad_norm: float = 0.5
     """the maximum global gradient norm (clipping)"""
     target_kl: Optional[float] = None
     """stop the update's epochs once approx_kl exceeds this (None: never); under torchrun the ranks' mean decides"""
-    prio_alpha: Optional[float] = None
-    """prioritized rows: P(row) ~ (sum of |advantage| over the row) ** alpha; 0 = uniform (varies by env)"""
+    prio_alpha: float = 0.0
+    """prioritized rows: P(row) ~ (sum of |advantage| over the row) ** alpha; 0 = uniform"""
     prio_beta0: float = 0.2
     """importance-weight exponent at the start, annealed linearly to exactly 1 at the last update"""
-    norm_obs: Optional[bool] = None
-    """scale observations by their running mean and std, frozen for evaluation and saved (varies by env)"""
-    norm_reward: Optional[bool] = None
-    """divide rewards by the running std of the discounted return, as SB3's VecNormalize (varies by env)"""
-    reward_scale: Optional[float] = None
-    """multiply rewards by this for learning (returns are logged unscaled) (varies by env)"""
+    norm_obs: bool = False
+    """scale observations by their running mean and std, frozen for evaluation and saved"""
+    norm_reward: bool = False
+    """divide rewards by the running std of the discounted return, as SB3's VecNormalize"""
+    reward_scale: float = 1.0
+    """multiply rewards by this for learning (returns are logged unscaled)"""
     reward_clamp: Optional[float] = None
     """clamp rewards to [-x, x] for learning (PufferLib always clamps to 1; we never do unless asked)"""
-    hidden_size: Optional[int] = None
-    """width of the two hidden layers of the encoder (varies by env)"""
-    activation: Optional[Literal["tanh", "relu"]] = None
-    """the encoder's nonlinearity (varies by env)"""
-    separate_critic: Optional[bool] = None
-    """the value head gets an encoder of its own, as CleanRL's MuJoCo agent (varies by env; with --lstm: off)"""
-    BEFORE_FLAG = dict(activation="relu", anneal_ent=False, separate_critic=False)  # runs saved before these flags
+    hidden_size: int = 128
+    """width of the two hidden layers of the encoder"""
+    activation: Literal["tanh", "relu"] = "relu"
+    """the encoder's nonlinearity"""
+    separate_critic: bool = False
+    """the value head gets an encoder of its own, as CleanRL's MuJoCo agent (with --lstm: off unless given)"""
     lstm: bool = False
     """an LSTM between the encoder and the heads (for the memory envs: cartpole-novel, repeat-previous-easy)"""
     lstm_hidden_size: int = 64
@@ -110,43 +108,38 @@ class Args(run.RunArgs):
     burn_in: int = 0
     """with --lstm: the first K steps of each row only advance the state (no gradient, no loss)"""
     tbptt: Optional[int] = None
-    """with --lstm: detach the state every L steps of a row (truncated BPTT; default: --horizon, no detach)"""
+    """with --lstm: detach the state every L steps of a row (truncated BPTT; None: --horizon, no detach)"""
     advantage: Literal["gae", "lambda-return"] = "gae"
     """GAE, or the recursive lambda-return R_t = r_t + gamma((1 - lambda)V(s_t+1) + lambda R_t+1), A = R - V"""
     max_ticks: int = 10_000
     """Tetris: a game is truncated (and bootstrapped) after this many steps"""
-    eval_actions: Optional[Literal["greedy", "sampled"]] = None
-    """evaluate with the most likely action (a Gaussian's mean) or by sampling (varies by env)"""
+    eval_actions: Literal["greedy", "sampled"] = "sampled"
+    """evaluate with the most likely action (a Gaussian's mean) or by sampling"""
     eval_max_steps: int = 1_000
     """evaluation episodes of an env with no time limit of its own (CliffWalking) are truncated at this many steps"""
     render: bool = False
     """with --eval-checkpoint of a Tetris run: watch one game in the terminal"""
     render_fps: float = 10.0
     """board redraws per second with --render"""
+    torch_threads: int = 2
+    """torch CPU threads per process (under torchrun: 1 per rank unless given)"""
 
 
-# Per-env defaults: DEFAULTS, then what each env changes and why. `--env-id X --help` shows the result for X.
+# Args shows Tetris's set (docs/ppo_puffer_async.md): the network is the cost, so envs step in this process and torch
+# gets both cores (1.5x one thread), 128 wide (1.8x the SPS of 256). Other envs: OTHER, then their kind's changes.
 # fmt: off
-DEFAULTS = dict(total_timesteps=100_000, num_envs=8, async_factor=1, backend="Serial", num_workers=1, horizon=64,
-                num_minibatches=4, update_epochs=4, learning_rate=1e-3, gamma=0.99, gae_lambda=0.95, clip_coef=0.2,
-                vf_clip_coef=10.0, vf_coef=0.5, ent_coef=0.01, anneal_ent=False, prio_alpha=0.0, hidden_size=64,
-                activation="relu", reward_scale=1.0, norm_obs=False, norm_reward=False, eval_actions="greedy",
-                separate_critic=False)
+OTHER = dict(total_timesteps=100_000, num_envs=8, num_minibatches=4, update_epochs=4, learning_rate=1e-3,
+             vf_clip_coef=10.0, ent_coef=0.01, anneal_ent=False, hidden_size=64, eval_actions="greedy", torch_threads=1)
 ENV_DEFAULTS = {
     # Any Gymnasium id (one set for CartPole, Acrobot, MountainCar, LunarLander; docs/classic_control.md): tanh encoder
     # over normalized observations, lambda 1, rewards x 0.1, no entropy bonus. With ReLU, MountainCar stays at -200.
     "gymnasium": dict(activation="tanh", gae_lambda=1.0, reward_scale=0.1, norm_obs=True, ent_coef=0.0),
-    # Any Gymnasium id with Box actions, one set as CleanRL's ppo_continuous_action.py has (chosen on MuJoCo, seed 11;
-    # docs/ppo_puffer_async.md): its learning (2048 steps, 10 epochs, Adam 3e-4, normalized observations and rewards,
-    # separate 64-wide tanh networks), from 8 envs, in minibatches of 256 steps (16 rows of 16): 1.96x the SPS of 64.
+    # Box actions: one set, as CleanRL's ppo_continuous_action.py has (chosen on MuJoCo seed 11; ppo_puffer_async.md):
+    # 2048 steps, 10 epochs, Adam 3e-4, normalized observations and rewards, separate 64-wide tanh networks (its value
+    # term weighs 2x CleanRL's: no 1/2), from 8 envs, in minibatches of 256 steps (16 rows of 16): 1.96x the SPS of 64.
     "continuous": dict(total_timesteps=1_000_000, num_envs=8, horizon=16, batch_size=2048, num_minibatches=8,
                        update_epochs=10, learning_rate=3e-4, vf_clip_coef=0.2, ent_coef=0.0, activation="tanh",
                        norm_obs=True, norm_reward=True, separate_critic=True),
-    # The network is the cost: envs step in this process, torch gets both cores (1.5x one thread). ppo_tetris.py's batch
-    # and loss, 128 wide (1.8x the SPS of 256), Adam 3e-3, entropy bonus 0.1 annealed to 0 (docs/ppo_puffer_async.md).
-    "tetris": dict(total_timesteps=90_000_000, num_envs=512, num_minibatches=8, update_epochs=2, hidden_size=128,
-                   vf_clip_coef=0.2, ent_coef=0.1, anneal_ent=True, learning_rate=3e-3, eval_actions="sampled",
-                   torch_threads=2),
     # mpe-spread and any PettingZoo env: the env is the cost (~70 us a step for MPE), so 2 sleeping workers step one
     # group each while the policy runs on the other. pufferl.py's MPE settings, with a larger entropy bonus.
     "pettingzoo": dict(total_timesteps=7_500_000, num_envs=128, async_factor=2, backend="Multiprocessing",
@@ -162,33 +155,32 @@ ENV_DEFAULTS = {
 # fmt: on
 
 
-def env_defaults(env_id: str, env_kwargs: str = "") -> dict:
-    kind = "pettingzoo" if is_pettingzoo(env_id) else env_id if env_id in ENV_DEFAULTS else "gymnasium"
-    if kind == "gymnasium" and puffer_envs.box_actions(env_id, env_kwargs):
-        kind = "continuous"
-    return {**DEFAULTS, **ENV_DEFAULTS[kind]}
-
-
-def with_env_defaults(args: Args) -> Args:
-    """Every flag left at None gets its env's default (one worker when the backend is Serial; with --lstm, the critic
-    reads the LSTM's memory too)."""
-    defaults = env_defaults(args.env_id, args.env_kwargs)
-    if args.backend == "Serial":
+def args_for(env_id: str = "tetris", **flags) -> Args:
+    """The flags for `env_id`: Args' defaults, then (but for Tetris) OTHER and its kind's set, then `flags`. Some
+    defaults follow other flags: --backend Serial has one worker, --lstm a shared critic (the critic reads the LSTM's
+    memory too), and a torchrun rank one torch thread."""
+    if env_id == "tetris" or env_id in ENV_DEFAULTS:
+        kind = env_id
+    elif is_pettingzoo(env_id):
+        kind = "pettingzoo"
+    else:
+        kind = "continuous" if puffer_envs.box_actions(env_id, flags.get("env_kwargs", "")) else "gymnasium"
+    defaults = {} if kind == "tetris" else {**OTHER, **ENV_DEFAULTS[kind]}
+    if flags.get("backend", defaults.get("backend")) == "Serial":
         defaults["num_workers"] = 1
-    if args.lstm:
+    if flags.get("lstm"):
         defaults["separate_critic"] = False
-    return dataclasses.replace(args, **{k: v for k, v in defaults.items() if getattr(args, k) is None})
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a torchrun rank (torchrun sets it before the flags are read)
+        defaults["torch_threads"] = 1
+    return Args(**{**defaults, "env_id": env_id, **flags})
 
 
 def validate_args(args: Args, num_agents: Optional[int] = None) -> None:
     """Bad flags fail before any network is built, naming the flag; with num_agents, the buffer layout too."""
-    run.check_flags(
-        args,
-        at_least_one="num_envs num_workers async_factor horizon num_minibatches update_epochs max_ticks hidden_size",
-        positive="learning_rate clip_coef vf_clip_coef reward_scale render_fps",
-        positive_or_none="reward_clamp target_kl tbptt",
-        non_negative="prio_alpha burn_in",
-    )
+    at_least_one = "num_envs num_workers async_factor horizon num_minibatches update_epochs max_ticks hidden_size"
+    positive = "learning_rate clip_coef vf_clip_coef render_fps reward_scale"
+    run.check_flags(args, at_least_one=at_least_one, positive=positive)
+    run.check_flags(args, positive_or_none="reward_clamp target_kl tbptt", non_negative="prio_alpha burn_in")
     if args.lstm and not 0 <= args.burn_in < args.horizon:
         raise ValueError(f"--burn-in {args.burn_in} must be in [0, --horizon {args.horizon}): the rest of a row trains")
     if (args.burn_in or args.tbptt) and not args.lstm:
@@ -217,29 +209,20 @@ def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.
 
 def take(x, index):
     """x[index] for a tensor, or for each tensor of an LSTM state (h, c); None (no LSTM) stays None."""
-    if x is None:
-        return None
-    return tuple(t[index] for t in x) if isinstance(x, tuple) else x[index]
-
-
-def action_head(space) -> tuple:
-    """(num_actions, continuous) for Policy: Discrete's n, MultiDiscrete's nvec, or a 1-D Box's size and True."""
-    box, multi = isinstance(space, gym.spaces.Box), isinstance(space, gym.spaces.MultiDiscrete)
-    return (int(space.shape[0]) if box else space.nvec.tolist() if multi else int(space.n)), box
+    if isinstance(x, tuple):
+        return tuple(t[index] for t in x)
+    return None if x is None else x[index]
 
 
 class Policy(nn.Module):
-    """Encoder MLP (2 hidden layers), optionally an LSTM, then a policy head and a value head. `step` acts for a
-    batch of agents (one observation each, with their recurrent state); `unroll` replays rows from each row's stored
-    state, reset where the rollout reset it. The policy head's output is the logits of a Categorical (Discrete: n =
-    `num_actions`), of one per dimension (MultiDiscrete: `num_actions` = nvec), or the mean of a diagonal Gaussian
-    (`continuous`: Box actions of that size) whose log-std is a parameter, independent of the state, as in CleanRL's
-    ppo_continuous_action.py and SB3."""
+    """Encoder MLP (--hidden-size, --activation), optionally an LSTM, then a policy head and a value head. `step` acts
+    for one observation per agent (with their recurrent state); `unroll` replays rows from each row's stored state.
+    The policy head's output: a Categorical's logits (Discrete), one per dimension (MultiDiscrete), or a diagonal
+    Gaussian's mean (Box), its log-std a parameter, as in CleanRL's ppo_continuous_action.py and SB3."""
 
-    def __init__(self, obs_dim, num_actions, hidden_size, lstm_hidden_size=0, activation="relu", continuous=False,
-                 separate_critic=False):  # fmt: skip
+    def __init__(self, obs_dim: int, action_space, args: Args):
         super().__init__()
-        act = nn.Tanh if activation == "tanh" else nn.ReLU
+        act, hidden_size = (nn.Tanh if args.activation == "tanh" else nn.ReLU), args.hidden_size
 
         def encoder():
             linear = (layer_init(nn.Linear(obs_dim, hidden_size)), layer_init(nn.Linear(hidden_size, hidden_size)))
@@ -248,19 +231,24 @@ class Policy(nn.Module):
         self.encoder = encoder()
         # nn.LSTM, not a loop of LSTMCells: a whole stretch of a row is one fused call (cartpole-novel trains
         # ~1.7x faster for it); `step` runs it on sequences of length 1.
-        self.lstm = nn.LSTM(hidden_size, lstm_hidden_size, batch_first=True) if lstm_hidden_size else None
-        head_size = lstm_hidden_size or hidden_size
+        self.lstm = nn.LSTM(hidden_size, args.lstm_hidden_size, batch_first=True) if args.lstm else None
+        head_size = args.lstm_hidden_size if args.lstm else hidden_size
+        self.nvec = action_space.nvec.tolist() if isinstance(action_space, gym.spaces.MultiDiscrete) else None
+        outputs = gym.spaces.flatdim(action_space)  # the logits (of each dimension, side by side), or a Box's mean
         # Small policy-head init keeps the first policy near uniform; value head at unit scale.
-        self.nvec = num_actions if isinstance(num_actions, list) else None
-        self.actor = layer_init(nn.Linear(head_size, sum(self.nvec or [num_actions])), std=0.01)
+        self.actor = layer_init(nn.Linear(head_size, outputs), std=0.01)
         self.critic = layer_init(nn.Linear(head_size, 1), std=1.0)
-        self.log_std = nn.Parameter(torch.zeros(num_actions)) if continuous else None  # std 1 at the start
+        box = isinstance(action_space, gym.spaces.Box)  # a Gaussian's log-std: std 1 at the start
+        self.log_std = nn.Parameter(torch.zeros(outputs)) if box else None
         # --separate-critic: the value loss shapes only the critic's own features (as in CleanRL's and SB3's MuJoCo
         # agents). Drawn last, so a shared policy's initial weights are what they were before the flag.
-        self.critic_encoder = encoder() if separate_critic else None
+        self.critic_encoder = encoder() if args.separate_critic else None
 
     def initial_state(self, n: int, device: torch.device):
-        return None if self.lstm is None else tuple(torch.zeros(n, self.lstm.hidden_size, device=device) for _ in "hc")
+        """The recurrent state (h, c) of n fresh episodes: zeros; None without --lstm."""
+        if self.lstm is None:
+            return None
+        return tuple(torch.zeros(n, self.lstm.hidden_size, device=device) for _ in range(2))
 
     def step(self, obs: torch.Tensor, state=None):
         """(policy head's output, value, next state) for one observation per agent."""
@@ -273,7 +261,7 @@ class Policy(nn.Module):
     def value(self, obs: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
         return self.critic(hidden if self.critic_encoder is None else self.critic_encoder(obs)).squeeze(-1)
 
-    def unroll(self, obs: torch.Tensor, state=None, starts=None, burn_in: int = 0, tbptt: int = 0):
+    def unroll(self, obs: torch.Tensor, state=None, starts=None, burn_in: int = 0, tbptt: Optional[int] = None):
         """(policy head's outputs, values) for rows (rows, horizon, obs) from their initial `state`, reset before the
         steps `starts[:, t]` marks; the first `burn_in` steps only advance the state; it is detached every `tbptt`."""
         hidden = self.encoder(obs)
@@ -344,18 +332,19 @@ class Experience:
     """The (segments, horizon) buffer and the per-agent bookkeeping that fills it. Each agent owns a row and a
     position in it. A step's observation, action, logprob and value are stored when the policy acts; its reward and
     end flags when the agent's next observation arrives. A full row is handed over and the agent takes the next free
-    one; once none is free it plays on without storing, until every row is full. `next_row[s]`: the same agent's
-    next row (-1: none); `next_value[s]`: V of the observation after the row's last step. With an LSTM: each agent's
-    (h, c), each row's initial (h, c), and `starts[s, t]`: the state was reset before t."""
+    one; once none is free it plays on without storing, until every row is full. `next_row[s]`: the same agent's next
+    row (-1: none); `next_value[s]`: V after the row's last step. LSTM (`state_size`): each agent's (h, c), each row's
+    initial (h, c), `starts[s, t]`: the state was reset before t."""
 
-    def __init__(self, segments, horizon, num_agents, obs_dim, device, state_size=0, actions=((), torch.long)):
+    def __init__(self, segments, horizon, num_agents, obs_dim, device, *, action_space=None, state_size=0):
         self.segments, self.horizon, self.num_agents = segments, horizon, num_agents
         shape = (segments, horizon)
         self.obs = torch.zeros(shape + (obs_dim,), device=device)
-        self.actions = torch.zeros(shape + actions[0], dtype=actions[1], device=device)  # one agent's: shape, dtype
-        self.logprobs, self.values, self.rewards, self.terminals, self.truncations = (
-            torch.zeros(shape, device=device) for _ in range(5)
-        )
+        box = isinstance(action_space, gym.spaces.Box)  # one agent's action: an int, or a vector of ints or floats
+        action_shape = () if action_space is None else action_space.shape
+        self.actions = torch.zeros(shape + action_shape, dtype=torch.float32 if box else torch.long, device=device)
+        self.logprobs, self.values, self.rewards = (torch.zeros(shape, device=device) for _ in range(3))
+        self.terminals, self.truncations = (torch.zeros(shape, device=device) for _ in range(2))
         self.masks = torch.zeros(shape, dtype=torch.bool, device=device)
         self.next_value = torch.zeros(segments, device=device)
         self.next_row = torch.full((segments,), -1, dtype=torch.long, device=device)
@@ -364,8 +353,8 @@ class Experience:
         self.pending = np.zeros(num_agents, dtype=bool)  # a stored step awaits its reward
         self.state = self.initial_state = self.starts = None
         if state_size:  # carried across rollouts, like the episodes themselves
-            self.state = tuple(torch.zeros(num_agents, state_size, device=device) for _ in "hc")
-            self.initial_state = tuple(torch.zeros(segments, state_size, device=device) for _ in "hc")
+            self.state = tuple(torch.zeros(num_agents, state_size, device=device) for _ in range(2))
+            self.initial_state = tuple(torch.zeros(segments, state_size, device=device) for _ in range(2))
             self.starts = torch.zeros(shape, dtype=torch.bool, device=device)
         self.reset()
 
@@ -401,7 +390,7 @@ class Experience:
             self.full_rows += n
         self.pending[agents] = False
 
-    def store_steps(self, agents, store, obs, actions, logprobs, values, masks, starts=None, state=None) -> None:
+    def store_steps(self, agents, store, *, obs, actions, logprobs, values, masks, starts=None, state=None) -> None:
         """Stores the steps just taken by the agents where `store` is True (LSTM: the (h, c) each started from)."""
         agents, store_t = agents[store], torch.as_tensor(store)
         rows, pos = torch.as_tensor(self.row[agents]), torch.as_tensor(self.pos[agents])
@@ -419,11 +408,11 @@ class Experience:
 
 
 class EpisodeStats:
-    """Which steps are real transitions (only those are counted and stored) and which observations begin an
-    episode (an LSTM's state restarts there). With "same_step" autoreset (our Tetris) the observation after an end
-    is already the next episode's (the last one is in `vecenv.final_observations`); with "next_step" (PufferLib's
-    emulation) it IS the last one, the action on it is ignored, and the next recv brings the reset observation with
-    reward 0, no transition. With `gamma`, `reward_scaler` tracks each agent's discounted return (for its std)."""
+    """Which steps are real transitions (only those are counted and stored) and which observations begin an episode
+    (an LSTM's state restarts there). "same_step" autoreset (our Tetris): the observation after an end is the next
+    episode's (the last one: `vecenv.final_observations`); "next_step" (PufferLib's emulation): it IS the last one,
+    its action is ignored, the next recv brings a reset observation with reward 0, no transition. `gamma`: then
+    `reward_scaler` tracks each agent's discounted return (--norm-reward divides by its std)."""
 
     def __init__(self, num_agents: int, autoreset: str, gamma=None):
         self.next_step_reset = autoreset == "next_step"
@@ -446,10 +435,12 @@ class EpisodeStats:
         return ended, starting
 
 
-def rollout(vecenv, policy, experience, stats, gamma, reward_scale, reward_clamp, device, timers: dict) -> list:
+def rollout(vecenv, policy, experience, episodes, *, gamma, reward_scale, reward_clamp, device, timers: dict) -> list:
     """recv(group) -> policy -> store -> send until every row of `experience` is full, each agent's steps in its own
-    rows whatever order the groups come back in; returns env infos. A truncated step's reward gets gamma *
-    V(final observation): the episode could have gone on (episode ends: see EpisodeStats)."""
+    rows whatever order the groups come back in; returns env infos. A truncated step's reward gets gamma * V(final
+    obs): the episode could have gone on. Rewards are multiplied by `reward_scale`, clamped to +-`reward_clamp` (if
+    given). --norm-reward's 1 / std is fixed for the rollout and unclipped (a2c_cartpole.py's moves every step and
+    clips at 10, as SB3's): every reward an update learns from is in one unit; PufferLib's clamp is --reward-clamp's."""
     next_step_reset = vecenv.autoreset == "next_step"
     infos = []
     experience.reset()
@@ -462,7 +453,7 @@ def rollout(vecenv, policy, experience, stats, gamma, reward_scale, reward_clamp
         infos.extend(step_infos)
         agents = np.asarray(agents)
         dones = terminals | truncations
-        _, starting = stats.update(agents, rewards, dones, masks)
+        _, starting = episodes.update(agents, rewards, dones, masks)
         with torch.inference_mode():
             obs_t = torch.as_tensor(obs, device=device, dtype=torch.float32)
             carried = state = None
@@ -501,7 +492,8 @@ def rollout(vecenv, policy, experience, stats, gamma, reward_scale, reward_clamp
         if next_step_reset:
             store &= ~(dones & masks)
         if store.any():
-            experience.store_steps(agents, store, obs_t, actions, logprobs, values, masks, starting, state)
+            experience.store_steps(agents, store, obs=obs_t, actions=actions, logprobs=logprobs, values=values,
+                                   masks=masks, starts=starting, state=state)  # fmt: skip
         actions_np = to_env(actions, vecenv.single_action_space)
         timers["inference"] += time.perf_counter() - start
 
@@ -511,7 +503,7 @@ def rollout(vecenv, policy, experience, stats, gamma, reward_scale, reward_clamp
     return infos
 
 
-def compute_gae(rewards, values, dones, next_value, gamma: float, gae_lambda: float, next_row=None):
+def compute_gae(rewards, values, dones, next_value, gamma: float, gae_lambda: float, *, next_row=None):
     """GAE per row of (segments, horizon) tensors. `dones[s, t]` = 1 where the transition ended the episode
     (truncation: gamma * V(final obs) is already in the reward), `next_value[s]` = V of the observation after row
     s's last step. With `next_row` (the same agent's next row, -1 for none) the lambda-chain runs on into that row:
@@ -542,7 +534,7 @@ def compute_gae(rewards, values, dones, next_value, gamma: float, gae_lambda: fl
     return advantages, advantages + values
 
 
-def compute_lambda_returns(rewards, values, dones, next_value, gamma: float, gae_lambda: float, next_row=None):
+def compute_lambda_returns(rewards, values, dones, next_value, gamma: float, gae_lambda: float, *, next_row=None):
     """TD(lambda) returns by their own recursion (Daley & Amato 2019, eq. 3), on the same layout: R_t = r_t + gamma *
     (1 - done_t) * ((1 - lambda) V(s_t+1) + lambda R_t+1), R past a row's end = next_value (or the next row's return).
     A = R - V: GAE written another way for a state-value critic (a test checks it). Returns (advantages, returns)."""
@@ -565,12 +557,6 @@ def compute_lambda_returns(rewards, values, dones, next_value, gamma: float, gae
     return returns - values, returns
 
 
-def prio_beta(beta0: float, update: int, num_updates: int) -> float:
-    """Importance-weight exponent: beta0 at the first update, exactly 1 at the last (PufferLib's
-    beta0 + (1 - beta0) * alpha * progress stops short of 1 whenever alpha < 1)."""
-    return 1.0 if num_updates <= 1 else beta0 + (1.0 - beta0) * (update - 1) / (num_updates - 1)
-
-
 def sample_minibatches(advantages, masks, num_minibatches: int, alpha: float, beta: float):
     """(rows, weights) minibatches of whole rows. alpha == 0: a random permutation of the rows, weights None. alpha > 0:
     rows drawn with replacement, P(s) ~ (sum_t |A[s, t]|) ** alpha, importance weights (N * P(s)) ** -beta (unbiased
@@ -590,13 +576,11 @@ def sample_minibatches(advantages, masks, num_minibatches: int, alpha: float, be
     return minibatches
 
 
-def ppo_loss(new_logprobs, new_values, entropy, mb: dict, weights, coefs):
+def ppo_loss(new_logprobs, new_values, entropy, mb: dict, *, weights, clip_coef, vf_clip_coef, vf_coef, ent_coef):
     """The clipped PPO objective on a minibatch of rows; all tensors (rows, horizon): the new logprobs, values,
     entropies, and the rollout's `mb` logprobs, values, returns, advantages (normalized), masks (1: a real step).
-    The importance `weights` (rows,) multiply the policy and value terms, the estimates prioritized sampling biases;
-    the entropy bonus, a regularizer, stays unweighted. No 1/2 in the value loss (pufferl.py 3.0's --vf-coef x is
-    our x / 2). coefs: (clip_coef, vf_clip_coef, vf_coef, ent_coef). Returns (loss, the logged losses)."""
-    clip_coef, vf_clip_coef, vf_coef, ent_coef = coefs
+    Importance `weights` (rows,) (None: none) scale the policy and value terms, which prioritized sampling biases, not
+    the entropy bonus. No 1/2 in the value term (pufferl.py's): our --vf-coef x is CleanRL's 2x. (loss, losses)."""
     advantages, masks = mb["advantages"], mb["masks"]
     logratio = new_logprobs - mb["logprobs"]
     ratio = logratio.exp()
@@ -624,14 +608,14 @@ def normalize_advantages(advantages: torch.Tensor, masks: torch.Tensor) -> torch
     return (advantages - mean) / (std + 1e-8)
 
 
-def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device, obs_rms=None, videos=()) -> dict:
+def evaluate(policy: Policy, args: Args, obs_rms, *, episodes: int, seed: int, device, videos=()) -> dict:
     """Plays until every agent of a fresh in-process env has finished one episode (`episodes` envs; Tetris's stats:
-    over all games ended), observations scaled by the training's statistics, frozen; per-agent returns and lengths.
+    over all games ended), observations scaled by the training's `obs_rms`, frozen; per-agent returns and lengths.
     `videos`: paths (.mp4, .gif) to record the first episode to; recording changes nothing that is played."""
     env = dict(env_kwargs=args.env_kwargs, render=bool(videos), step_cap=args.eval_max_steps)
-    vecenv = make_puffer_vecenv(args.env_id, episodes, seed, args.max_ticks, log_interval=1, **env)
+    vecenv = make_puffer_vecenv(args.env_id, episodes, seed, max_ticks=args.max_ticks, log_interval=1, **env)
     vecenv = NormalizedObservations(vecenv, obs_rms, frozen=True) if obs_rms is not None else vecenv
-    stats, infos, frames = EpisodeStats(vecenv.num_agents, vecenv.autoreset), [], []
+    ends, infos, frames = EpisodeStats(vecenv.num_agents, vecenv.autoreset), [], []
     first_return, first_length = np.full(vecenv.num_agents, np.nan), np.zeros(vecenv.num_agents)
     state = policy.initial_state(vecenv.num_agents, device)
     try:
@@ -639,9 +623,9 @@ def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device, obs_r
         while np.isnan(first_return).any():
             obs, rewards, terminals, truncations, step_infos, agents, masks = vecenv.recv()
             infos.extend(step_infos)
-            ended_before = len(stats.log.returns)
-            ended, starting = stats.update(np.asarray(agents), rewards, terminals | truncations, masks)
-            for agent, ret, length in zip(ended, stats.log.returns[ended_before:], stats.log.lengths[ended_before:]):
+            ended_before = len(ends.log.returns)
+            ended, starting = ends.update(np.asarray(agents), rewards, terminals | truncations, masks)
+            for agent, ret, length in zip(ended, ends.log.returns[ended_before:], ends.log.lengths[ended_before:]):
                 if np.isnan(first_return[agent]):
                     first_return[agent], first_length[agent] = ret, length
             if videos and np.isnan(first_return[0]):
@@ -655,21 +639,20 @@ def evaluate(policy: Policy, args: Args, episodes: int, seed: int, device, obs_r
         save_video(frames, videos, puffer_envs.frame_rate(vecenv))
     finally:
         vecenv.close()
-    tetris = merge_infos(infos) if infos else {}
-    extra = {key: np.array([tetris[key]]) for key in ("lines_deleted", "score") if key in tetris}
+    game_stats = merge_infos(infos) if infos else {}
+    extra = {key: np.array([game_stats[key]]) for key in ("lines_deleted", "score") if key in game_stats}
     return {"return": first_return, "length": first_length, **extra}
 
 
 def evaluate_checkpoint(args: Args) -> dict:
     """--eval-checkpoint: --eval-episodes episodes (or, with --render, one Tetris game drawn in the terminal)."""
-    ckpt, args, device = run.open_checkpoint("ppo_puffer_async", Args, args, required=("obs_dim", "num_actions"))
+    ckpt, args, device = run.open_checkpoint("ppo_puffer_async", Args, args, required=("obs_rms",))
     if args.render and args.env_id != "tetris":
         raise ValueError(f"--render draws Tetris games; {args.eval_checkpoint} is a {args.env_id} run: drop --render")
-    args = with_env_defaults(args)
-    state_size = args.lstm_hidden_size if args.lstm else 0
-    head = (ckpt["num_actions"], args.hidden_size, state_size, args.activation, ckpt.get("continuous", False))
-    policy = Policy(ckpt["obs_dim"], *head, args.separate_critic)
-    run.load_weights(policy.to(device), ckpt, "--eval-checkpoint", args.eval_checkpoint)
+    probe = make_puffer_vecenv(args.env_id, 1, args.seed, max_ticks=args.max_ticks, env_kwargs=args.env_kwargs)
+    policy = Policy(probe.single_observation_space.shape[0], probe.single_action_space, args).to(device)
+    probe.close()
+    run.load_weights(policy, ckpt, "--eval-checkpoint", args.eval_checkpoint)
     if args.render:
         state = policy.initial_state(1, device)
 
@@ -680,169 +663,149 @@ def evaluate_checkpoint(args: Args) -> dict:
             return policy.choose(out, args.eval_actions).cpu().numpy()
 
         return watch(act, args.seed + 10_000, args.max_ticks, args.render_fps)
-    obs_rms = RunningMeanStd.from_state(ckpt.get("obs_rms"))
+    obs_rms = RunningMeanStd.from_state(ckpt["obs_rms"])
     name = f"checkpoint-step{ckpt['global_step']}"
     videos = video_paths(os.path.dirname(args.eval_checkpoint), name, args.capture_video, args.gif)
-    stats = evaluate(policy, args, args.eval_episodes, args.seed + 10_000, device, obs_rms, videos)
-    episodes = f"{len(stats['return'])} episodes ({args.eval_actions} actions)"
-    report(f"{args.eval_checkpoint} (step {ckpt['global_step']:,}), {episodes}:", stats)
-    return stats
+    result = evaluate(policy, args, obs_rms, episodes=args.eval_episodes, seed=args.seed + 10_000, device=device,
+                      videos=videos)  # fmt: skip
+    episodes = f"{len(result['return'])} episodes ({args.eval_actions} actions)"
+    report(f"{args.eval_checkpoint} (step {ckpt['global_step']:,}), {episodes}:", result)
+    return result
 
 
 def train(args: Args) -> dict:
-    # One process, or a rank of a torchrun job; --resume: the saved run's flags, and its state as plain data.
-    world, device = distributed.init_world(args.dist_backend, run.resolve_device(args.device))
-    args, resumed = run.flags(args, "ppo_puffer_async", world, required=("obs_dim", "num_actions"))
-    args = with_env_defaults(args)
+    # One process or a torchrun rank; --resume: the saved run's flags (with this --total-timesteps) and its state.
+    world, device, args, resumed = run.start(args, "ppo_puffer_async", required=("obs_rms", "return_rms"))
     validate_args(args)
     seed = args.seed + distributed.RANK_SEED_OFFSET * world.rank  # each rank of a torchrun job plays its own episodes
     torch.set_num_threads(1)  # initial weights drawn on one thread: the same bits whatever the thread count
     torch.manual_seed(args.seed)  # and on every rank
 
-    env = dict(env_kwargs=args.env_kwargs, max_ticks=args.max_ticks, log_interval=args.horizon)
-    vec = dict(backend=args.backend, num_workers=args.num_workers, async_factor=args.async_factor)
-    vecenv = make_puffer_vecenv(args.env_id, args.num_envs, seed, **env, **vec)
+    vecenv = make_puffer_vecenv(args.env_id, args.num_envs, seed, backend=args.backend, num_workers=args.num_workers,
+                                async_factor=args.async_factor, env_kwargs=args.env_kwargs, max_ticks=args.max_ticks,
+                                log_interval=args.horizon)  # fmt: skip
     vecenv = NormalizedObservations(vecenv) if args.norm_obs else vecenv  # running mean/std, frozen for evaluation
     obs_rms = vecenv.obs_rms if args.norm_obs else None
-    num_agents = vecenv.num_agents
-    validate_args(args, num_agents)
-    args = dataclasses.replace(args, batch_size=args.batch_size or num_agents * args.horizon)  # per rank
-    segments = args.batch_size // args.horizon
+    validate_args(args, vecenv.num_agents)
+    segments = (args.batch_size or vecenv.num_agents * args.horizon) // args.horizon  # buffer rows per rank
     obs_dim, action_space = vecenv.single_observation_space.shape[0], vecenv.single_action_space
-    num_actions, continuous = action_head(action_space)
-    state_size = args.lstm_hidden_size if args.lstm else 0
-    head = (num_actions, args.hidden_size, state_size, args.activation, continuous, args.separate_critic)
-    policy = Policy(obs_dim, *head).to(device)
+    policy = Policy(obs_dim, action_space, args).to(device)
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5)
-    stats = EpisodeStats(num_agents, vecenv.autoreset, args.gamma if args.norm_reward else None)
-
-    torch.set_num_threads(args.torch_threads or 1)  # (the Tetris default gives torch both cores)
-    # The run in whole updates; a resumed run goes on from its saved update, weights, statistics and schedule.
-    update_size = args.batch_size * world.size  # agent steps per update, all ranks together
+    episodes = EpisodeStats(vecenv.num_agents, vecenv.autoreset, args.gamma if args.norm_reward else None)
+    torch.set_num_threads(args.torch_threads)  # (the Tetris default gives torch both cores)
+    update_size = segments * args.horizon * world.size  # agent steps per update, all ranks together
     num_updates = run.count_updates(args.total_timesteps, update_size, world.size, resumed)
-    end_step = num_updates * update_size
-    lr_anchor = run.schedule_anchor(args.learning_rate, update_size, end_step, resumed)
-    start_update, run_name = 1, make_run_name(args.env_id, args.exp_name, args.seed)
-    if resumed is not None:
-        run.restore(resumed, args.resume, policy, optimizer, obs_rms=obs_rms, return_rms=stats.reward_scaler)
-        start_update, run_name = resumed["update"] + 1, resumed["run_name"]
-    if world.size > 1:  # torchrun: rank 0's weights and run name on every rank
-        run_name = distributed.join_ranks(world, policy, run_name, seed + start_update)
-    # What each checkpoint holds besides the flags and the step (objects: their state_dict() at each save).
-    saved = dict(lr_anchor=lr_anchor, model=policy, optimizer=optimizer, obs_dim=obs_dim, num_actions=num_actions)
-    saved.update(continuous=continuous, obs_rms=obs_rms, return_rms=stats.reward_scaler)
-    writer, checkpoint = run.open_run("ppo_puffer_async", args, run_name, update_size, world, resumed, **saved)
-    if world.rank == 0:
-        describe = f"{args.env_id}, {num_agents} agents, {args.async_factor} group(s), {segments} rows x {args.horizon}"
-        announce(run_name, describe, start_update, num_updates, update_size, world, device, args.total_timesteps)
-    stop, progress = distributed.StopRequest(world), Progress(end_step, start_step=(start_update - 1) * update_size)
-
-    actions = (action_space.shape, torch.float32 if continuous else torch.long)
-    experience = Experience(segments, args.horizon, num_agents, obs_dim, device, state_size, actions)
-    vecenv.async_reset(seed + 1_000_000 * (start_update - 1))  # a resumed run plays fresh episodes
-    timers, episode_means, tetris = dict(env=0.0, inference=0.0, learn=0.0), {}, {}
-    last_eval, eval_text, completed, interrupted = None, "", start_update - 1, False
+    rates = dict(learning_rate=args.learning_rate, ent_coef=args.ent_coef, prio_beta=args.prio_beta0)  # the schedules
+    state = dict(model=policy, optimizer=optimizer, obs_rms=obs_rms, return_rms=episodes.reward_scaler, rates=rates)
+    start_update, schedule = run.restore(resumed, args, state, num_updates, world)  # --resume: load what was saved
+    about = f"{args.env_id}, {vecenv.num_agents} agents, {args.async_factor} group(s), {segments} rows x {args.horizon}"
+    writer, checkpoint = run.open_run("ppo_puffer_async", args, world, resumed, dict(state, schedule=schedule),
+                                      update_size=update_size, done=start_update, about=about)  # fmt: skip
+    progress, stop = Progress(num_updates * update_size, start_update * update_size), distributed.StopRequest(world)
+    experience = Experience(segments, args.horizon, vecenv.num_agents, obs_dim, device, action_space=action_space,
+                            state_size=args.lstm_hidden_size if args.lstm else 0)  # fmt: skip
+    vecenv.async_reset(seed + 1_000_000 * start_update)  # a resumed run plays fresh episodes
+    timers, episode_means, game_stats = dict(env=0.0, inference=0.0, learn=0.0), {}, {}
+    last_eval, eval_text, interrupted = None, "", False
     try:
-        for update in range(start_update, num_updates + 1):
+        for update in range(start_update + 1, num_updates + 1):
             global_step = update * update_size  # once this update is done
-            ent_coef = args.ent_coef
-            if args.anneal_ent:  # from --ent-coef at the first update to 0 at the last
-                ent_coef -= args.ent_coef * (update - 1) / max(num_updates - 1, 1)
-            coefs = (args.clip_coef, args.vf_clip_coef, args.vf_coef, ent_coef)
+            # Linear from where this run's lines start (run.restore): lr -> 0; ent_coef (--anneal-ent) -> 0, beta -> 1
+            done, left, first = update - 1 - schedule["update"], num_updates - schedule["update"], schedule
             if args.anneal_lr:
-                optimizer.param_groups[0]["lr"] = run.annealed_lr(lr_anchor, global_step - update_size, end_step)
-            scale = args.reward_scale / stats.reward_scaler.std() if args.norm_reward else args.reward_scale
-            infos = rollout(vecenv, policy, experience, stats, args.gamma, scale, args.reward_clamp, device, timers)
-
+                optimizer.param_groups[0]["lr"] = rates["learning_rate"] = (1.0 - done / left) * first["learning_rate"]
+            if args.anneal_ent:
+                rates["ent_coef"] = first["ent_coef"] - first["ent_coef"] * done / max(left - 1, 1)
+            beta0 = first["prio_beta"]
+            beta = rates["prio_beta"] = 1.0 if left <= 1 else beta0 + (1.0 - beta0) * done / (left - 1)
+            scale = args.reward_scale / episodes.reward_scaler.std() if args.norm_reward else args.reward_scale
+            infos = rollout(vecenv, policy, experience, episodes, gamma=args.gamma, reward_scale=scale,
+                            reward_clamp=args.reward_clamp, device=device, timers=timers)  # fmt: skip
             start = time.perf_counter()
-            masks = experience.masks.float()
+            masks, values = experience.masks.float(), experience.values
             dones = torch.maximum(experience.terminals, experience.truncations)
             estimate = compute_gae if args.advantage == "gae" else compute_lambda_returns
-            rewards, values, next_value = experience.rewards, experience.values, experience.next_value
-            advantages, returns = estimate(
-                rewards, values, dones, next_value, args.gamma, args.gae_lambda, experience.next_row
-            )
-            beta = prio_beta(args.prio_beta0, update, num_updates)
+            advantages, returns = estimate(experience.rewards, values, dones, experience.next_value, args.gamma,
+                                           args.gae_lambda, next_row=experience.next_row)  # fmt: skip
             for epoch in range(args.update_epochs):
                 for rows, weights in sample_minibatches(advantages, masks, args.num_minibatches, args.prio_alpha, beta):
-                    state, starts = take(experience.initial_state, rows), take(experience.starts, rows)
-                    obs = experience.obs[rows]
-                    out, new_values = policy.unroll(obs, state, starts, args.burn_in, args.tbptt or 0)
+                    mb_state, starts = take(experience.initial_state, rows), take(experience.starts, rows)
+                    out, new_values = policy.unroll(experience.obs[rows], mb_state, starts, args.burn_in, args.tbptt)
                     new_logprobs, entropy = policy.logprob_and_entropy(out, experience.actions[rows])
                     mb = dict(logprobs=experience.logprobs[rows], values=values[rows], returns=returns[rows])
                     mb["masks"] = masks[rows]
                     if args.burn_in:  # burn-in steps only warm the state up
                         mb["masks"][:, : args.burn_in] = 0.0
                     mb["advantages"] = normalize_advantages(advantages[rows], mb["masks"])
-                    loss, losses = ppo_loss(new_logprobs, new_values, entropy, mb, weights, coefs)
+                    loss, losses = ppo_loss(new_logprobs, new_values, entropy, mb, weights=weights,
+                                            clip_coef=args.clip_coef, vf_clip_coef=args.vf_clip_coef,
+                                            vf_coef=args.vf_coef, ent_coef=rates["ent_coef"])  # fmt: skip
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
-                    # Under torchrun: the gradients averaged over the ranks, and approx_kl with them, so every
-                    # rank stops at the same epoch; a non-finite loss stops the run.
-                    losses["approx_kl"] = distributed.allreduce_gradients(
-                        world, policy.parameters(), loss, losses["approx_kl"], update=update, step=global_step
-                    )
+                    # torchrun: the ranks' mean gradients, loss and approx_kl, so that every rank stops alike
+                    params, kl = policy.parameters(), losses["approx_kl"]
+                    mean_loss, losses["approx_kl"] = distributed.average_gradients(world, params, loss.detach(), kl)
+                    if not torch.isfinite(mean_loss):
+                        raise run.non_finite_loss_error(mean_loss, update, global_step)
                     losses["grad_norm"] = nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
                     optimizer.step()
                 if args.target_kl is not None and losses["approx_kl"] > args.target_kl:
                     break
             timers["learn"] += time.perf_counter() - start
 
-            # Every rank's episodes and Tetris stats, and whether any rank saw a Ctrl-C (torchrun).
-            returns_, lengths, infos, stops = distributed.pool(world, *stats.log.pop(), infos, [stop.requested])
+            # Every rank's episodes and Tetris stats, and whether any rank saw a Ctrl-C.
+            episode_returns, episode_lengths, infos, stops = distributed.pool(
+                world, *episodes.log.pop(), infos, [stop.requested]
+            )
             scalars = {f"losses/{key}": value.item() for key, value in losses.items()}
             scalars["losses/explained_variance"] = logs.explained_variance(values[masks > 0], returns[masks > 0])
-            scalars["charts/learning_rate"] = optimizer.param_groups[0]["lr"]
-            scalars.update({"charts/prio_beta": beta, "charts/ent_coef": ent_coef})
-            if continuous:  # the Gaussian's std, mean over the action's dimensions: how much the policy still explores
+            scalars.update({f"charts/{key}": value for key, value in rates.items()})  # lr, ent_coef, prio_beta
+            if policy.log_std is not None:  # the Gaussian's std, mean over the action's dimensions: how it explores
                 scalars["charts/action_std"] = policy.log_std.exp().mean().item()
             scalars.update({f"perf/{key}_time_frac": value / sum(timers.values()) for key, value in timers.items()})
             scalars["charts/SPS"] = progress.sps(global_step)
             if vecenv.agents_per_env > 1:
                 scalars["charts/agent_steps"] = global_step
                 scalars["charts/env_steps"] = global_step / vecenv.agents_per_env
-            if returns_:
-                episode_means = {"return": float(np.mean(returns_)), "length": float(np.mean(lengths))}
+            if episode_returns:
+                episode_means = {"return": float(np.mean(episode_returns)), "length": float(np.mean(episode_lengths))}
                 scalars.update({f"charts/episodic_{key}": value for key, value in episode_means.items()})
             if infos:  # Tetris's own stats
-                tetris = merge_infos(infos)
-                scalars.update({f"tetris/{key}": value for key, value in tetris.items()})
+                game_stats = merge_infos(infos)
+                scalars.update({f"tetris/{key}": value for key, value in game_stats.items()})
             if world.rank == 0 and (args.eval_freq and update % args.eval_freq == 0 or update == num_updates):
                 videos = video_paths(checkpoint.run_dir, f"eval-step{global_step}", args.capture_video)
                 eval_seed = args.seed + 10_000 + update  # the evaluation's own episodes and random stream
                 with progress.paused(), run.seeded_rng(eval_seed, device):
-                    result = evaluate(policy, args, args.eval_episodes, eval_seed, device, obs_rms, videos)
+                    result = evaluate(policy, args, obs_rms, episodes=args.eval_episodes, seed=eval_seed,
+                                      device=device, videos=videos)  # fmt: skip
                 last_eval, eval_text = log_eval(writer, result["return"], global_step, result.get("lines_deleted"))
             if writer is not None:
                 for tag, value in scalars.items():
                     writer.add_scalar(tag, value, global_step)
                 ret, length = episode_means.get("return"), episode_means.get("length")
-                lines = tetris.get("lines_deleted")
-                progress.update(global_step, update=update, ret=ret, len=length, lines=lines, eval=last_eval)
-            completed = update
+                progress.update(global_step, update=update, ret=ret, len=length, lines=game_stats.get("lines_deleted"),
+                                eval=last_eval)  # fmt: skip
             if args.checkpoint_freq and update % args.checkpoint_freq == 0:
                 checkpoint.save(update)  # a periodic save that fails warns; training goes on
-            if any(stops):  # torchrun: a Ctrl-C every rank agreed on; all stop after this update
+            if any(stops):  # Ctrl-C (on any rank): this update is whole; save it and stop
                 interrupted = True
                 break
-    except KeyboardInterrupt:  # Ctrl-C: the half-done update is dropped, the last whole one saved below
-        interrupted = True
-    except WorkerError as e:  # an env worker died; the network is intact, so keep what it learned
-        raise run.worker_lost(e, checkpoint, completed) from None
-    except RuntimeError as e:  # torchrun: another rank died in a collective; rank 0 saves what was learned
-        raise run.rank_lost(e, world, checkpoint, completed) from None
+    except KeyboardInterrupt:  # a second Ctrl-C: stop at once; the half-done update is dropped, nothing saved
+        raise KeyboardInterrupt(checkpoint.kept(hint=True)) from None
+    except (WorkerError, RuntimeError) as e:  # an env worker or (torchrun) another rank died: the last save holds it
+        raise run.lost_error(e, world, checkpoint) from None
     finally:
-        run.close(world, vecenv, writer)  # the envs and their workers, the writer, the torchrun group
-    checkpoint.save(completed, final=True)  # fails with one line naming the checkpoint that was kept
-    if world.rank == 0:
-        print_end(interrupted, checkpoint, progress, completed * update_size, eval_text)
-    extra = dict(policy=policy, args=args, obs_rms=obs_rms, episode_stats=episode_means, tetris_stats=tetris)
-    return run.summary(checkpoint, progress, completed, interrupted, **extra)
+        run.close(world, vecenv, writer, stop)  # the envs and their workers, the writer, Ctrl-C's handler, torchrun
+    checkpoint.save(update, final=True)  # fails with one line naming the checkpoint that was kept
+    print_end(interrupted, checkpoint, progress, global_step, eval_text)
+    extra = dict(policy=policy, args=args, obs_rms=obs_rms, episode_stats=episode_means, tetris_stats=game_stats)
+    return run.summary(checkpoint, progress, update, interrupted, **extra)
 
 
 def main(argv=None) -> None:
-    args = run.parse_args(Args, argv, help_defaults=env_defaults)
     try:
+        args = run.parse_args(Args, "ppo_puffer_async", argv, args_for)
         if args.eval_checkpoint:
             evaluate_checkpoint(args)
         elif train(args)["interrupted"]:  # train() saved and said how to resume

@@ -17,7 +17,6 @@ Where it departs from the CleanRL-style PPO-on-PufferLib-Tetris walkthrough it s
     torchrun --standalone --nproc-per-node 2 ppo_tetris.py      # data-parallel: 2 ranks, each its own games
 """
 
-import dataclasses
 import os
 import time
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ import torch.nn as nn
 from torch.distributions import Categorical
 
 from common import distributed, logs, run
-from common.logs import Progress, announce, log_eval, make_run_name, print_end, report, save_video, video_paths
+from common.logs import Progress, log_eval, print_end, report, save_video, video_paths
 from common.tetris import Tetris, make_tetris_vecenv, merge_infos, watch
 from common.vector import WorkerError
 
@@ -39,8 +38,8 @@ class Args(run.RunArgs):
     # The run's flags (--seed, --device, --checkpoint-freq, --resume, --eval-checkpoint, ...) are RunArgs's.
     env_id: str = "PufferTetris"
     """the env name used in the run name (the env is always common.tetris.Tetris)"""
-    total_timesteps: Optional[int] = None
-    """environment steps, all ranks together, in whole updates (None: 40M, ~19 min on 2 cores; --resume: the saved)"""
+    total_timesteps: int = 40_000_000
+    """environment steps, all ranks together, in whole updates (~19 min on 2 cores; --resume: the saved unless given)"""
     backend: Literal["Serial", "Multiprocessing"] = "Serial"
     """envs stepped in this process, or in --num-workers sleeping worker processes (common/vector.py)"""
     num_envs: int = 512
@@ -86,16 +85,15 @@ class Args(run.RunArgs):
     """board redraws per second with --render"""
 
 
-DEFAULT_TOTAL_TIMESTEPS = 40_000_000
+def args_for(env_id: str = "PufferTetris", **flags) -> Args:
+    """The flags: Args' defaults with `flags` (one env, one set: the same call as the other scripts')."""
+    return Args(env_id=env_id, **flags)
 
 
 def validate_args(args: Args) -> None:
     """Bad flags fail here, before any env or network is built, naming the flag to change."""
-    run.check_flags(
-        args,
-        at_least_one="num_envs num_workers num_steps num_minibatches update_epochs max_ticks",
-        positive="learning_rate clip_coef render_fps",
-    )
+    at_least_one = "num_envs num_workers num_steps num_minibatches update_epochs max_ticks"
+    run.check_flags(args, at_least_one=at_least_one, positive="learning_rate clip_coef render_fps")
     if args.num_envs % args.num_workers:
         raise ValueError(f"--num-envs {args.num_envs} must be divisible by --num-workers {args.num_workers}")
     if (args.num_envs * args.num_steps) % args.num_minibatches:
@@ -147,15 +145,13 @@ def make_storage(num_steps: int, num_envs: int, obs_dim: int, device: torch.devi
     )
 
 
-def collect_rollout(
-    envs, agent: Agent, next_obs: torch.Tensor, storage: dict, gamma: float, device: torch.device, timers: dict
-):
+def collect_rollout(envs, agent: Agent, next_obs: torch.Tensor, storage: dict, gamma: float, timers: dict):
     """Fills `storage` by stepping every game num_steps times with the current policy.
 
     `dones[t]` = 1 when transition t ended its game. On truncation the step's reward already holds
     `gamma * V(final_obs)`, so GAE can treat every game end as a hard stop. Returns (next_obs, infos).
     """
-    infos = []
+    infos, device = [], next_obs.device
     for step in range(storage["obs"].shape[0]):
         start = time.perf_counter()
         storage["obs"][step] = next_obs
@@ -213,24 +209,14 @@ def compute_gae(
     return advantages, advantages + values
 
 
-def ppo_loss(
-    new_logprobs,
-    old_logprobs,
-    advantages,
-    new_values,
-    old_values,
-    returns,
-    entropy,
-    clip_coef: float,
-    clip_vloss: bool,
-    vf_coef: float,
-    ent_coef: float,
-):
-    """The clipped PPO objective on one minibatch (advantages already normalized if wanted).
+def ppo_loss(new_logprobs, new_values, entropy, mb: dict, *, clip_coef: float, clip_vloss: bool, vf_coef, ent_coef):
+    """The clipped PPO objective on one minibatch: the new logprobs, values and entropies, and the rollout's `mb`
+    logprobs, values, returns and advantages (already normalized if wanted).
 
     Returns (loss, pg_loss, v_loss, entropy, approx_kl, clipfrac); only `loss` needs gradients.
     approx_kl is the low-variance estimator E[(r - 1) - log r] (Schulman's "Approximating KL").
     """
+    old_logprobs, old_values, advantages, returns = mb["logprobs"], mb["values"], mb["advantages"], mb["returns"]
     logratio = new_logprobs - old_logprobs
     ratio = logratio.exp()
     pg_loss = torch.max(-advantages * ratio, -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)).mean()
@@ -291,57 +277,45 @@ def evaluate_checkpoint(args: Args) -> dict:
 
 
 def train(args: Args) -> dict:
-    # One process, or a rank of a torchrun job; --resume: the saved run's flags, and its state as plain data.
-    world, device = distributed.init_world(args.dist_backend, run.resolve_device(args.device))
-    args, resumed = run.flags(args, "ppo_tetris", world, required=("obs_dim", "num_actions"))
-    if args.total_timesteps is None:
-        args = dataclasses.replace(args, total_timesteps=DEFAULT_TOTAL_TIMESTEPS)
+    # One process or a torchrun rank; --resume: the saved run's flags (with this --total-timesteps) and its state.
+    world, device, args, resumed = run.start(args, "ppo_tetris", required=("obs_dim", "num_actions"))
     validate_args(args)
     seed = args.seed + distributed.RANK_SEED_OFFSET * world.rank  # each rank of a torchrun job plays its own games
     torch.set_num_threads(1)  # initial weights drawn on one thread: the same bits whatever the thread count
     torch.manual_seed(args.seed)  # and on every rank
 
     # log_interval = num_steps: each env object reports its finished games once per rollout.
-    envs = make_tetris_vecenv(
-        args.backend, args.num_envs, args.num_workers, seed, max_ticks=args.max_ticks, log_interval=args.num_steps
-    )
+    tetris = dict(max_ticks=args.max_ticks, log_interval=args.num_steps)
+    envs = make_tetris_vecenv(args.backend, args.num_envs, args.num_workers, seed, **tetris)
     obs_dim, num_actions = envs.single_observation_space.shape[0], int(envs.single_action_space.n)
     agent = Agent(obs_dim, num_actions).to(device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
-
-    torch.set_num_threads(args.torch_threads or 1)
-    # The run in whole updates; a resumed run goes on from its saved update, weights and schedule.
+    torch.set_num_threads(args.torch_threads)
     batch_size = args.num_envs * args.num_steps  # per rank
     minibatch_size = batch_size // args.num_minibatches
     update_size = batch_size * world.size  # agent steps per update, all ranks together
     num_updates = run.count_updates(args.total_timesteps, update_size, world.size, resumed)
-    end_step = num_updates * update_size
-    lr_anchor = run.schedule_anchor(args.learning_rate, update_size, end_step, resumed)
-    start_update, run_name = 1, make_run_name(args.env_id, args.exp_name, args.seed)
-    if resumed is not None:
-        run.restore(resumed, args.resume, agent, optimizer)
-        start_update, run_name = resumed["update"] + 1, resumed["run_name"]
-    if world.size > 1:  # torchrun: rank 0's weights and run name on every rank
-        run_name = distributed.join_ranks(world, agent, run_name, seed + start_update)
-    # What each checkpoint holds besides the flags and the step (objects: their state_dict() at each save).
-    saved = dict(lr_anchor=lr_anchor, model=agent, optimizer=optimizer, obs_dim=obs_dim, num_actions=num_actions)
-    writer, checkpoint = run.open_run("ppo_tetris", args, run_name, update_size, world, resumed, **saved)
-    if world.rank == 0:
-        describe = f"{args.num_envs} games, {args.backend}"
-        announce(run_name, describe, start_update, num_updates, update_size, world, device, args.total_timesteps)
-    stop, progress = distributed.StopRequest(world), Progress(end_step, start_step=(start_update - 1) * update_size)
+    # What a checkpoint holds (objects: their state_dict() at each save); --resume loads it and goes on from there.
+    rates = {"learning_rate": args.learning_rate}  # the schedule's value now: an extended run goes on from it
+    state = dict(model=agent, optimizer=optimizer, obs_dim=obs_dim, num_actions=num_actions, rates=rates)
+    start_update, schedule = run.restore(resumed, args, state, num_updates, world)
+    about = f"{args.num_envs} games, {args.backend}, on {device}"
+    writer, checkpoint = run.open_run("ppo_tetris", args, world, resumed, dict(state, schedule=schedule),
+                                      update_size=update_size, done=start_update, about=about)  # fmt: skip
+    progress, stop = Progress(num_updates * update_size, start_update * update_size), distributed.StopRequest(world)
 
     storage = make_storage(args.num_steps, args.num_envs, obs_dim, device)
-    obs, _ = envs.reset(seed=seed + start_update)  # a resumed run plays fresh games
+    obs, _ = envs.reset(seed=seed + start_update + 1)  # a resumed run plays fresh games
     next_obs = torch.as_tensor(obs, device=device)
-    timers, recent, last_eval, eval_text = dict(env=0.0, inference=0.0, learn=0.0), {}, None, ""
-    completed, interrupted = start_update - 1, False
+    timers, game_stats, last_eval, eval_text = dict(env=0.0, inference=0.0, learn=0.0), {}, None, ""
+    interrupted = False
     try:
-        for update in range(start_update, num_updates + 1):
+        for update in range(start_update + 1, num_updates + 1):
             global_step = update * update_size  # once this update is done
-            if args.anneal_lr:
-                optimizer.param_groups[0]["lr"] = run.annealed_lr(lr_anchor, global_step - update_size, end_step)
-            next_obs, infos = collect_rollout(envs, agent, next_obs, storage, args.gamma, device, timers)
+            if args.anneal_lr:  # CleanRL's linear anneal to 0, from where this run's line starts (run.restore)
+                frac = 1.0 - (update - 1 - schedule["update"]) / (num_updates - schedule["update"])
+                optimizer.param_groups[0]["lr"] = rates["learning_rate"] = frac * schedule["learning_rate"]
+            next_obs, infos = collect_rollout(envs, agent, next_obs, storage, args.gamma, timers)
 
             start = time.perf_counter()
             with torch.inference_mode():
@@ -358,26 +332,20 @@ def train(args: Args) -> dict:
                     mb_advantages = b_advantages[mb]
                     if args.norm_adv:
                         mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+                    rollout = dict(logprobs=b_logprobs[mb], values=b_values[mb], returns=b_returns[mb])
                     loss, pg_loss, v_loss, entropy_mean, approx_kl, clipfrac = ppo_loss(
-                        new_logprobs,
-                        b_logprobs[mb],
-                        mb_advantages,
-                        new_values,
-                        b_values[mb],
-                        b_returns[mb],
-                        entropy,
-                        args.clip_coef,
-                        args.clip_vloss,
-                        args.vf_coef,
-                        args.ent_coef,
-                    )
+                        new_logprobs, new_values, entropy, dict(rollout, advantages=mb_advantages),
+                        clip_coef=args.clip_coef, clip_vloss=args.clip_vloss, vf_coef=args.vf_coef,
+                        ent_coef=args.ent_coef)  # fmt: skip
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
-                    # Under torchrun: the gradients averaged over the ranks, and approx_kl with them, so every
-                    # rank stops at the same epoch; a non-finite loss stops the run.
-                    approx_kl = distributed.allreduce_gradients(
-                        world, agent.parameters(), loss, approx_kl, update=update, step=global_step
+                    # Under torchrun: the gradients averaged over the ranks, and the loss and approx_kl with them,
+                    # so every rank stops alike (at a non-finite loss, or at --target-kl's epoch).
+                    mean_loss, approx_kl = distributed.average_gradients(
+                        world, agent.parameters(), loss.detach(), approx_kl
                     )
+                    if not torch.isfinite(mean_loss):
+                        raise run.non_finite_loss_error(mean_loss, update, global_step)
                     grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                     optimizer.step()
                 if args.target_kl is not None and approx_kl > args.target_kl:
@@ -401,10 +369,10 @@ def train(args: Args) -> dict:
                 **{f"perf/{key}_time_frac": value / sum(timers.values()) for key, value in timers.items()},
             }
             if infos:
-                recent = merge_infos(infos)
-                scalars["charts/episodic_return"] = recent["ep_return"]
-                scalars["charts/episodic_length"] = recent["ep_length"]
-                scalars.update({f"tetris/{key}": value for key, value in recent.items()})
+                game_stats = merge_infos(infos)
+                scalars["charts/episodic_return"] = game_stats["ep_return"]
+                scalars["charts/episodic_length"] = game_stats["ep_length"]
+                scalars.update({f"tetris/{key}": value for key, value in game_stats.items()})
             if world.rank == 0 and (args.eval_freq and update % args.eval_freq == 0 or update == num_updates):
                 videos = video_paths(checkpoint.run_dir, f"eval-step{global_step}", args.capture_video)
                 with progress.paused(), run.seeded_rng(args.seed + 10_000 + update, device):
@@ -413,34 +381,29 @@ def train(args: Args) -> dict:
             if writer is not None:
                 for tag, value in scalars.items():
                     writer.add_scalar(tag, value, global_step)
-                lines = recent.get("lines_deleted")
-                progress.update(global_step, update=update, ret=recent.get("ep_return"), len=recent.get("ep_length"),
-                                lines=lines, eval=last_eval)  # fmt: skip
-            completed = update
+                ret, length, lines = (game_stats.get(key) for key in ("ep_return", "ep_length", "lines_deleted"))
+                progress.update(global_step, update=update, ret=ret, len=length, lines=lines, eval=last_eval)
             if args.checkpoint_freq and update % args.checkpoint_freq == 0:
                 checkpoint.save(update)  # a periodic save that fails warns; training goes on
-            if any(stops):  # torchrun: a Ctrl-C every rank agreed on; all stop after this update
+            if any(stops):  # Ctrl-C (on any rank): this update is whole; save it and stop
                 interrupted = True
                 break
-    except KeyboardInterrupt:  # Ctrl-C: the half-done update is dropped, the last whole one saved below
-        interrupted = True
-    except WorkerError as e:  # an env worker died; the network is intact, so keep what it learned
-        raise run.worker_lost(e, checkpoint, completed) from None
-    except RuntimeError as e:  # torchrun: another rank died in a collective; rank 0 saves what was learned
-        raise run.rank_lost(e, world, checkpoint, completed) from None
+    except KeyboardInterrupt:  # a second Ctrl-C: stop at once; the half-done update is dropped, nothing saved
+        raise KeyboardInterrupt(checkpoint.kept(hint=True)) from None
+    except (WorkerError, RuntimeError) as e:  # an env worker or (torchrun) another rank died: the last save holds it
+        raise run.lost_error(e, world, checkpoint) from None
     finally:
-        run.close(world, envs, writer)  # the envs and their workers, the writer, the torchrun group
-    checkpoint.save(completed, final=True)  # fails with one line naming the checkpoint that was kept
-    if world.rank == 0:
-        print_end(interrupted, checkpoint, progress, completed * update_size, eval_text)
-    steps = completed * update_size - progress.start_step
-    extra = dict(policy=agent, episode_stats=recent, timers=timers, env_sps=steps / max(timers["env"], 1e-9))
-    return run.summary(checkpoint, progress, completed, interrupted, **extra)
+        run.close(world, envs, writer, stop)  # the envs and their workers, the writer, Ctrl-C's handler, torchrun
+    checkpoint.save(update, final=True)  # fails with one line naming the checkpoint that was kept
+    print_end(interrupted, checkpoint, progress, global_step, eval_text)
+    steps = global_step - progress.start_step
+    extra = dict(policy=agent, episode_stats=game_stats, timers=timers, env_sps=steps / max(timers["env"], 1e-9))
+    return run.summary(checkpoint, progress, update, interrupted, **extra)
 
 
 def main(argv=None) -> None:
-    args = run.parse_args(Args, argv)
     try:
+        args = run.parse_args(Args, "ppo_tetris", argv, args_for)
         if args.eval_checkpoint:
             evaluate_checkpoint(args)
         elif train(args)["interrupted"]:  # train() saved and said how to resume

@@ -44,8 +44,8 @@ def summarize(history):
 
 
 def run_ours(seed, **overrides):
-    defaults = a2c_cartpole.env_defaults("CartPole-v1")
-    batch = overrides.get("num_envs", defaults["num_envs"]) * overrides.get("num_steps", defaults["num_steps"])
+    defaults = a2c_cartpole.Args()  # CartPole-v1's
+    batch = overrides.get("num_envs", defaults.num_envs) * overrides.get("num_steps", defaults.num_steps)
     args = a2c_cartpole.Args(seed=seed, eval_freq=max(EVAL_EVERY // batch, 1), exp_name="bench_a2c", **overrides)
     result = a2c_cartpole.train(args)
     return result["eval_history"], result["sps"]

@@ -34,7 +34,7 @@ FIXED = ("env_id", "seed", "lstm", "total_timesteps", "eval_freq", "eval_episode
 def ours(seed, lstm, changes=None):
     """Our defaults for cartpole-novel (8 envs x 25 steps = 200 per update) with `changes`: an eval every
     10,000 steps."""
-    args = ppo_puffer_async.with_env_defaults(ppo_puffer_async.Args(env_id="cartpole-novel", **(changes or {})))
+    args = ppo_puffer_async.args_for("cartpole-novel", **(changes or {}))
     batch = args.batch_size or args.num_envs * args.horizon
     if EVAL_EVERY % batch:
         raise SystemExit(f"--set: an update of {batch} steps does not divide the {EVAL_EVERY:,}-step eval interval")
@@ -46,7 +46,7 @@ def ours(seed, lstm, changes=None):
         try:
             start = time.perf_counter()
             result = ppo_puffer_async.train(
-                ppo_puffer_async.Args(
+                ppo_puffer_async.args_for(
                     env_id="cartpole-novel",
                     seed=seed,
                     lstm=lstm,

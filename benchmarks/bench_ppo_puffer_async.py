@@ -47,27 +47,24 @@ NUM_ENVS = {"tetris": 1024, "mpe-spread": 64}
 
 def rollout_sps(env_id, backend, async_factor, num_workers, seconds):
     # Tetris with ppo_tetris.py's 256-wide network, so the rows compare with its figures
-    args = ppo_puffer_async.with_env_defaults(
-        ppo_puffer_async.Args(env_id=env_id, hidden_size=256 if env_id == "tetris" else None)
-    )
+    args = ppo_puffer_async.args_for(env_id, **(dict(hidden_size=256) if env_id == "tetris" else {}))
     vecenv = make_puffer_vecenv(
         env_id, NUM_ENVS[env_id], 1, backend=backend, num_workers=num_workers, async_factor=async_factor
     )
     try:
-        obs_dim, num_actions = vecenv.single_observation_space.shape[0], int(vecenv.single_action_space.n)
-        policy = ppo_puffer_async.Policy(obs_dim, num_actions, args.hidden_size)
+        obs_dim = vecenv.single_observation_space.shape[0]
+        policy = ppo_puffer_async.Policy(obs_dim, vecenv.single_action_space, args)
         experience = ppo_puffer_async.Experience(
             vecenv.num_agents, args.horizon, vecenv.num_agents, obs_dim, torch.device("cpu")
         )
         stats = ppo_puffer_async.EpisodeStats(vecenv.num_agents, vecenv.autoreset)
         timers = dict(env=0.0, inference=0.0)
         vecenv.async_reset(1)
-        ppo_puffer_async.rollout(
-            vecenv, policy, experience, stats, 0.99, 1.0, None, torch.device("cpu"), timers
-        )  # warm-up
+        flags = dict(gamma=0.99, reward_scale=1.0, reward_clamp=None, device=torch.device("cpu"), timers=timers)
+        ppo_puffer_async.rollout(vecenv, policy, experience, stats, **flags)  # warm-up
         steps, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
-            ppo_puffer_async.rollout(vecenv, policy, experience, stats, 0.99, 1.0, None, torch.device("cpu"), timers)
+            ppo_puffer_async.rollout(vecenv, policy, experience, stats, **flags)
             steps += experience.segments * experience.horizon
         return steps / (time.perf_counter() - start)
     finally:
@@ -80,7 +77,7 @@ def train_sps(script, argv):
         os.chdir(tmp)
         try:
             module = ppo_puffer_async if script == "ours" else ppo_tetris
-            return module.train(module.Args(**argv))["sps"]
+            return module.train(module.args_for(**argv))["sps"]
         finally:
             os.chdir(cwd)
 

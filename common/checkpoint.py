@@ -1,11 +1,6 @@
-"""Atomic checkpoint files with clear errors.
-
-A checkpoint is a plain dict saved with `torch.save`. It is written to a temporary file in the same
-directory and moved into place with `os.replace`, so a crash, a Ctrl-C or a full disk mid-write never
-leaves a truncated file where a good one used to be. Loading uses `weights_only=True`: store tensors and
-plain Python values (ints, floats, strings, lists, dicts) only. Each checkpoint names the script that
-wrote it, so a checkpoint given to another script is a one-line error that names the right one.
-"""
+"""Atomic checkpoint files with clear errors. A checkpoint is a plain dict (tensors and plain values: loading uses
+`weights_only=True`) written to a temporary file and moved into place, so a crash, a Ctrl-C or a full disk mid-write
+never leaves a truncated file where a good one was. It names its script: given to another, it is a one-line error."""
 
 import os
 import pickle
@@ -17,23 +12,17 @@ import zipfile
 import torch
 
 
-class CheckpointError(Exception):
-    """The checkpoint is missing, unreadable, or not one this script wrote."""
-
-
 class SaveError(Exception):
     """A checkpoint could not be written (e.g. the disk is full); the file it would replace is intact."""
 
 
-NOT_TORCH = "is not a torch checkpoint file"
 SCRIPTS = ("a2c_cartpole", "ppo_tetris", "ppo_puffer_async")
-RESUME_KEYS = ("model", "optimizer", "args", "global_step", "update", "run_name", "torch_rng_state")
+RESUME_KEYS = "model optimizer args global_step update num_updates run_name world_size schedule rates torch_rng_state"
 
 
 def save_checkpoint(path: str, payload: dict) -> None:
-    """Writes `payload` to `path` atomically; an OS error (a full disk, no permission) is a SaveError with
-    one line, and a Ctrl-C mid-write a KeyboardInterrupt, the temporary file removed and any previous file at
-    `path` untouched either way."""
+    """Writes `payload` to `path` atomically; an OS error (a full disk) is a one-line SaveError, a Ctrl-C mid-write a
+    KeyboardInterrupt, the temporary file removed and any previous file at `path` untouched either way."""
     directory = os.path.dirname(os.path.abspath(path))
     tmp_path = None
     try:
@@ -63,100 +52,63 @@ def save_checkpoint(path: str, payload: dict) -> None:
         raise SaveError(f"could not save {path}: {reason}") from None
 
 
-def saved_by(payload: dict):
-    """The script that wrote a checkpoint: its "script" entry, or, for older files, told from its flags."""
-    if "script" in payload:
-        return payload["script"]
-    args = payload.get("args") if isinstance(payload.get("args"), dict) else {}
-    if "horizon" in args:
-        return "ppo_puffer_async"
-    if "obs_rms" in payload:
-        return "a2c_cartpole"
-    if "num_steps" in args:
-        return "ppo_tetris"
-    return None
-
-
 def describe_unreadable(path: str, error: Exception) -> str:
-    """Why torch.load could not read `path`, in plain words, from the file's size and first bytes
-    (the rest of "checkpoint PATH ...").
-
-    torch's own messages are long, name internals ("failed finding central directory", "Unsupported
-    operand 101") and talk about `weights_only`, which tells a user nothing about their file.
-    """
+    """Why torch.load could not read `path`, in plain words, from the file's size and first bytes (the rest of
+    "checkpoint PATH ..."): torch's own messages name internals and talk about `weights_only`."""
     size = os.path.getsize(path)
-    if size == 0:
-        return f"{NOT_TORCH}: it is empty (0 bytes)"
     with open(path, "rb") as f:
         head = f.read(512)
-    if head.startswith(b"PK\x03\x04"):  # torch.save writes a zip archive
-        if not zipfile.is_zipfile(path):  # a zip's directory sits at the very end of the file
-            return f"{NOT_TORCH}: it is truncated (the file ends early, after {size:,} bytes)"
-        if isinstance(error, pickle.UnpicklingError):  # weights_only refused what the archive holds
-            return "holds Python objects other than tensors and plain values, which these scripts never save"
-        return f"{NOT_TORCH}: it is a zip archive that torch cannot read (damaged, or another program's zip)"
-    if head.startswith(b"\x80"):
-        return f"{NOT_TORCH}: it is a Python pickle, not a torch zip archive (or a damaged old-format checkpoint)"
-    try:
-        text = head.decode("utf-8")
-    except UnicodeDecodeError:  # a multi-byte character cut at byte 512 is still text
-        text = head[:-4].decode("utf-8", errors="replace") if len(head) == 512 else None
-    if text is not None and all(c.isprintable() or c.isspace() for c in text):
-        first = text.strip().splitlines()[0][:40] if text.strip() else ""
-        return f"{NOT_TORCH}: it is text, beginning {first!r}" if first else f"{NOT_TORCH}: it is text (blank)"
-    return f"{NOT_TORCH}: its bytes are neither a torch zip archive nor a pickle"
-
-
-def load_checkpoint(path: str, required_keys=(), map_location="cpu") -> dict:
-    """Loads a checkpoint, raising CheckpointError with a one-line reason on any problem."""
-    if os.path.isdir(path):
-        raise CheckpointError(f"checkpoint {path} is a directory, not a file")
-    if not os.path.isfile(path):
-        raise CheckpointError(f"checkpoint not found: {path}")
-    if not os.access(path, os.R_OK):
-        raise CheckpointError(f"checkpoint {path} cannot be read (permission denied)")
-    try:
-        with warnings.catch_warnings():  # torch warns about odd pickle protocols: the error says it all
-            warnings.simplefilter("ignore")
-            payload = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as e:  # torch raises many types (EOFError, RuntimeError, UnpicklingError) for bad files
-        raise CheckpointError(f"checkpoint {path} {describe_unreadable(path, e)}") from e
-    if not isinstance(payload, dict):
-        raise CheckpointError(f"checkpoint {path} holds a {type(payload).__name__}, not the dict these scripts save")
-    check_keys(path, payload, required_keys)
-    return payload
-
-
-def check_keys(path: str, payload: dict, required_keys) -> None:
-    missing = [k for k in required_keys if k not in payload]
-    if missing:
-        raise CheckpointError(
-            f"checkpoint {path} lacks the entries {', '.join(missing)}: it was not written by this script"
-        )
+    text = head.decode("utf-8", errors="replace").rstrip("\ufffd")  # a character cut at byte 512 is still text
+    text = text if "\ufffd" not in text and all(c.isprintable() or c.isspace() for c in text) else None
+    if size == 0:
+        why = "it is empty (0 bytes)"
+    elif head.startswith(b"PK\x03\x04") and not zipfile.is_zipfile(path):  # a zip's directory sits at its end
+        why = f"it is truncated (the file ends early, after {size:,} bytes)"
+    elif head.startswith(b"PK\x03\x04") and isinstance(error, pickle.UnpicklingError):  # weights_only refused it
+        return "holds Python objects other than tensors and plain values, which these scripts never save"
+    elif head.startswith(b"PK\x03\x04"):
+        why = "it is a zip archive that torch cannot read (damaged, or another program's zip)"
+    elif head.startswith(b"\x80"):
+        why = "it is a Python pickle, not a torch zip archive (or a damaged old-format checkpoint)"
+    elif text is not None:
+        why = f"it is text, beginning {text.strip().splitlines()[0][:40]!r}" if text.strip() else "it is text (blank)"
+    else:
+        why = "its bytes are neither a torch zip archive nor a pickle"
+    return f"is not a torch checkpoint file: {why}"
 
 
 def load_run_checkpoint(path: str, script: str, flag: str, resume: bool, required=()) -> dict:
-    """A checkpoint `script` saved, for `flag` (--resume needs the whole run, --eval-checkpoint the model and
-    its flags); anything else is a ValueError with one line that names the flag, and the right script when
-    another one wrote the file."""
-    try:
-        payload = load_checkpoint(path)
-        other = saved_by(payload)
-        if other in SCRIPTS and other != script:
-            raise ValueError(
-                f"{flag}: {path} was saved by {other}.py, not {script}.py; use python {other}.py {flag} {path}"
-            )
-        check_keys(path, payload, (RESUME_KEYS if resume else ("model", "args")) + tuple(required))
-        return payload
-    except CheckpointError as e:
-        raise ValueError(f"{flag}: {e}; pass a runs/<run>/{script}.pt that this script saved") from None
+    """A checkpoint `script` saved, for `flag` (--resume needs the whole run, --eval-checkpoint the model and its
+    flags); anything else is one line that names the flag, and the right script when another one wrote the file."""
+    payload, keys = None, (RESUME_KEYS.split() if resume else ["model", "args"]) + list(required)
+    if os.path.isdir(path):
+        problem = f"checkpoint {path} is a directory, not a file"
+    elif not os.path.isfile(path) or not os.access(path, os.R_OK):
+        problem = f"checkpoint not found: {path}" if not os.path.isfile(path) else f"checkpoint {path} cannot be read"
+    else:
+        try:
+            with warnings.catch_warnings():  # torch warns about odd pickle protocols: the error says it all
+                warnings.simplefilter("ignore")
+                payload = torch.load(path, map_location="cpu", weights_only=True)
+            kind = type(payload).__name__
+            problem = None if kind == "dict" else f"checkpoint {path} holds a {kind}, not the dict these scripts save"
+        except Exception as e:  # torch raises many types (EOFError, RuntimeError, UnpicklingError) for bad files
+            problem = f"checkpoint {path} {describe_unreadable(path, e)}"
+    if problem is None and (other := payload.get("script")) in SCRIPTS and other != script:
+        raise ValueError(
+            f"{flag}: {path} was saved by {other}.py, not {script}.py; use python {other}.py {flag} {path}"
+        )
+    if problem is None and (missing := [key for key in keys if key not in payload]):
+        problem = f"checkpoint {path} lacks the entries {', '.join(missing)}: it was not written by this script"
+    if problem is not None:
+        raise ValueError(f"{flag}: {problem}; pass a runs/<run>/{script}.pt that this script saved")
+    return payload
 
 
 class RunCheckpoint:
-    """A training run's checkpoint file, runs/<run>/<script>.pt. `entries` are what every save holds besides
-    the step: plain values, or objects with a state_dict() (the network, the optimizer, observation statistics),
-    read at each save. `main`: whether this process writes (rank 0 of a torchrun job alone saves). When to save
-    is the script's line to write; this only writes, atomically, and keeps the step of the last good file."""
+    """runs/<run>/<script>.pt. `entries`: what every save holds besides the step, plain values or objects with a
+    state_dict() read at each save. `main`: this process writes (under torchrun, rank 0 alone). When to save is the
+    script's line; this only writes, atomically, and keeps the step of the last good file."""
 
     def __init__(self, path: str, update_size: int, main: bool = True, saved_step=None, **entries):
         self.path, self.update_size, self.main, self.saved_step = path, update_size, main, saved_step
@@ -164,9 +116,8 @@ class RunCheckpoint:
         self.entries = entries
 
     def save(self, update: int, final: bool = False) -> None:
-        """Writes the run as it is after `update` (update x update_size agent steps). A periodic save that fails
-        (a full disk) warns and training goes on; a final one raises SaveError. Either way the previous file is
-        intact."""
+        """Writes the run as it is after `update`. A periodic save that fails (a full disk) warns and training goes
+        on; a final one raises SaveError. Either way the previous file is intact."""
         if not self.main:
             return
         step = update * self.update_size
@@ -176,14 +127,13 @@ class RunCheckpoint:
             save_checkpoint(self.path, payload)
             self.saved_step = step
         except SaveError as e:
-            kept = (
-                f"the checkpoint of step {self.saved_step:,} is kept"
-                if self.saved_step is not None
-                else "no checkpoint of this run exists yet"
-            )
             if final:
-                raise SaveError(f"{e}; {kept}") from None
-            print(f"warning: {e}; {kept}; training goes on", file=sys.stderr, flush=True)
+                raise SaveError(f"{e}; {self.kept()}") from None
+            print(f"warning: {e}; {self.kept()}; training goes on", file=sys.stderr, flush=True)
 
-    def resume_hint(self) -> str:
-        return f"saved {self.path} at step {self.saved_step:,}; continue with --resume {self.path}"
+    def kept(self, hint: bool = False) -> str:
+        """What the file holds now, in words for a message; `hint`: and how to go on from it."""
+        if self.saved_step is None:
+            return "no checkpoint of this run exists yet"
+        more = f"; continue with --resume {self.path}" if hint else ""
+        return f"the checkpoint of step {self.saved_step:,} is kept{more}"

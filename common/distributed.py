@@ -1,14 +1,8 @@
-"""Data-parallel training under torchrun: every script runs the same way as one process or as N ranks.
-
-    torchrun --standalone --nproc-per-node 2 ppo_tetris.py
-
-Each rank plays its own envs (seeded seed + RANK_SEED_OFFSET * rank), starts from rank 0's weights, and
-after every backward pass averages its gradients with the others in one flat all_reduce, so every rank
-takes the same optimizer step and the parameters stay identical, bit for bit. The same message carries the
-scalars every rank must decide on alike (a non-finite loss, approx_kl for --target-kl), so all ranks take
-the same branches and none is left waiting in a collective (CleanRL's ppo_atari_multigpu.py lets one
-rank's target_kl break leave the others hanging). A plain `python` run is rank 0 of 1 and never touches
-torch.distributed.
+"""Data-parallel training under torchrun (`torchrun --standalone --nproc-per-node 2 ppo_tetris.py`). Each rank plays
+its own envs, starts from rank 0's weights, and after every backward pass averages its gradients with the others in
+one flat all_reduce, so the parameters stay identical, bit for bit. The same message carries what every rank must
+decide alike (a non-finite loss, approx_kl for --target-kl), so none is left waiting in a collective (CleanRL's
+ppo_atari_multigpu.py lets one rank's target_kl break leave the others hanging). One process is rank 0 of 1.
 """
 
 import gc
@@ -20,9 +14,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-# Rank r's envs are seeded seed + RANK_SEED_OFFSET * r + i: every rank plays its own games (PufferLib's
-# ranks all play the same ones).
-RANK_SEED_OFFSET = 100_000
+RANK_SEED_OFFSET = 100_000  # rank r's envs: seed + RANK_SEED_OFFSET * r + i (PufferLib's ranks all play the same)
 
 
 @dataclass
@@ -50,11 +42,9 @@ def init_world(dist_backend: str, device: torch.device) -> tuple:
 
 
 def allreduce_mean(params, extras: torch.Tensor, world: World) -> torch.Tensor:
-    """Averages the gradients of `params` over the ranks in one flat all_reduce, with `extras` (scalars every
-    rank must decide on alike) in the same message; returns the averaged extras. DDP overlaps its all_reduce
-    with the backward pass and was 7% faster per minibatch (benchmarks/bench_distributed.py), but it cannot
-    carry those scalars, nor see a recurrent unroll. Every rank then holds the same bits, so the same
-    optimizer step keeps the parameters identical."""
+    """Averages the gradients of `params` over the ranks in one flat all_reduce, with the scalars `extras` in the
+    same message; returns them averaged. DDP overlaps its all_reduce with the backward pass and was 7% faster per
+    minibatch (benchmarks/bench_distributed.py), but it cannot carry those scalars, nor see a recurrent unroll."""
     grads = [p.grad for p in params]
     flat = torch.cat([g.reshape(-1) for g in grads] + [extras.to(grads[0].dtype)])
     dist.all_reduce(flat)
@@ -73,19 +63,13 @@ def gather(world: World, local):
     return everyone
 
 
-def allreduce_gradients(world: World, params, loss: torch.Tensor, *extras: torch.Tensor, update: int, step: int):
-    """After backward: under torchrun, the gradients averaged over the ranks, with a non-finite-loss flag and
-    `extras` (e.g. approx_kl) averaged in the same message, so every rank takes the same branches. A non-finite
-    loss on any rank stops the run with one line (FloatingPointError). Returns the extras (averaged)."""
-    checks = torch.stack([(~torch.isfinite(loss)).float(), *extras])
-    if world.size > 1:
-        checks = allreduce_mean(params, checks, world)
-    if checks[0] > 0:
-        raise FloatingPointError(
-            f"loss became {loss.item() if not torch.isfinite(loss) else 'non-finite on a rank'} at update {update} "
-            f"(step {step:,}); lower --learning-rate or --max-grad-norm"
-        )
-    return checks[1] if len(extras) == 1 else tuple(checks[1:])
+def average_gradients(world: World, params, *scalars: torch.Tensor) -> list:
+    """After backward, under torchrun: the gradients of `params` averaged over the ranks, with `scalars` (the loss,
+    approx_kl: what every rank must decide on alike) averaged in the same message; returns the scalars. In one
+    process: nothing to average, the scalars as they are."""
+    if world.size == 1:
+        return list(scalars)
+    return list(allreduce_mean(params, torch.stack(scalars), world))
 
 
 def pool(world: World, *lists):
@@ -95,14 +79,13 @@ def pool(world: World, *lists):
     return [[x for rank in everyone for x in rank[i]] for i in range(len(lists))]
 
 
-def join_ranks(world: World, model: torch.nn.Module, run_name: str, seed: int) -> str:
-    """Under torchrun: rank 0's weights and run name on every rank, and each rank other than 0 its own stream of
-    actions and minibatch orders (rank 0 keeps a one-process run's). Returns the run name."""
+def join_ranks(world: World, model: torch.nn.Module, seed: int) -> None:
+    """Under torchrun: rank 0's weights on every rank, and each rank other than 0 its own stream of actions and
+    minibatch orders, seeded `seed` (rank 0 keeps a one-process run's)."""
     for tensor in model.state_dict().values():
         dist.broadcast(tensor, src=0)
     if world.rank != 0:
         torch.manual_seed(seed)
-    return gather(world, run_name)[0]
 
 
 def leave_world(world: World) -> None:
@@ -116,16 +99,23 @@ def leave_world(world: World) -> None:
 
 
 class StopRequest:
-    """Under torchrun, Ctrl-C (SIGINT to every rank, then torchrun's own SIGINT or SIGTERM) only sets a flag.
-    The ranks agree on it at the end of an update (`pool` the flags), so all stop after the same update and
-    none is left waiting in a collective; rank 0 saves. In one process it does nothing: Ctrl-C raises
-    KeyboardInterrupt at once, which train() catches around its loop."""
+    """Ctrl-C (SIGINT, SIGTERM) asks the run to stop after the update it is in, whole, then save it. Under torchrun
+    every rank gets it (and more from torchrun); the ranks `pool` their flags at the end of an update, so all stop
+    after the same one. In one process a second Ctrl-C stops at once: KeyboardInterrupt, nothing saved."""
 
     def __init__(self, world: World):
-        self.requested = False
-        if world.size > 1:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, self.request)
+        self.requested, self.world = False, world
+        self.previous = {sig: signal.signal(sig, self.request) for sig in (signal.SIGINT, signal.SIGTERM)}
 
     def request(self, signum, frame) -> None:
+        if self.requested and self.world.size == 1:
+            self.release()
+            raise KeyboardInterrupt
+        if not self.requested and self.world.rank == 0:
+            print("\nCtrl-C: the run saves and stops after this update (Ctrl-C again: at once, unsaved)", flush=True)
         self.requested = True
+
+    def release(self) -> None:
+        """The signal handlers as they were before the run."""
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)

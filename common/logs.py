@@ -1,9 +1,6 @@
-"""Run names, TensorBoard writers, a console progress line, evaluation videos and GIFs, and Weights & Biases,
-identical across scripts.
-
-Every script logs to `runs/<env>__<script>__<seed>__<time>/` with CleanRL's scalar names and its flags in
-TensorBoard's HParams table, so runs of all three scripts compare in one `tensorboard --logdir runs`.
-"""
+"""Run names, TensorBoard writers, a console progress line, evaluation videos and GIFs, and Weights & Biases, the
+same in every script: each logs to `runs/<env>__<script>__<seed>__<time>/` with CleanRL's scalar names and its flags
+in TensorBoard's HParams table, so the runs of all three scripts compare in one `tensorboard --logdir runs`."""
 
 import contextlib
 import dataclasses
@@ -21,10 +18,9 @@ def make_run_name(env_id: str, script: str, seed: int) -> str:
 
 
 def make_writer(run_dir: str, args) -> SummaryWriter:
-    """A SummaryWriter with the run's hyperparameters as a markdown table (CleanRL's layout) and in TensorBoard's
-    HParams plugin, so runs can be sorted and filtered by any flag, their eval/ scalars as metrics. Only the
-    session's flags are written, into the run's own directory: with no experiment summary, TensorBoard builds
-    one table from every run's flags (one summary per run would let one script's flags hide another's)."""
+    """A SummaryWriter with the run's flags as a markdown table (CleanRL's layout) and in TensorBoard's HParams plugin
+    (runs sorted and filtered by any flag). Only the session's flags, no experiment summary: TensorBoard then builds
+    one table from every run's flags (a summary per run would let one script's flags hide another's)."""
     writer = SummaryWriter(run_dir)
     params = dataclasses.asdict(args) if dataclasses.is_dataclass(args) else dict(vars(args))
     rows = "\n".join(f"|{key}|{value}|" for key, value in params.items())
@@ -41,20 +37,16 @@ def format_duration(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
-def announce(run_name: str, describe: str, start_update: int, num_updates: int, update_size: int, world, device, total):
-    """The run's first lines: what runs, where it logs, and the total rounded down to whole updates if it was."""
-    ranks = f"{world.size} ranks x {update_size // world.size:,}, " if world.size > 1 else ""
-    print(
-        f"run {run_name}: {describe}; updates {start_update}..{num_updates} of {update_size:,} agent steps "
-        f"({ranks}{device}); tensorboard --logdir runs",
-        flush=True,
-    )
-    if num_updates * update_size != total:
-        print(
-            f"training to step {num_updates * update_size:,}: {num_updates:,} updates of {update_size:,} "
-            f"agent steps (--total-timesteps {total:,} rounded down to whole updates)",
-            flush=True,
-        )
+def announce(run_name: str, describe: str, world, *, updates: range, update_size: int, total: int) -> None:
+    """Rank 0 says what runs, where it logs, and the total rounded down to whole updates if it was."""
+    if world.rank != 0:
+        return
+    last, ranks = updates.stop - 1, f" ({world.size} ranks x {update_size // world.size:,})" if world.size > 1 else ""
+    print(f"run {run_name}: {describe}; updates {updates.start}..{last} of {update_size:,} agent steps{ranks}; "
+          "tensorboard --logdir runs", flush=True)  # fmt: skip
+    if last * update_size != total:
+        print(f"training to step {last * update_size:,}: {last:,} updates of {update_size:,} agent steps "
+              f"(--total-timesteps {total:,} rounded down to whole updates)", flush=True)  # fmt: skip
 
 
 def log_eval(writer, returns, step: int, lines=None):
@@ -68,7 +60,9 @@ def log_eval(writer, returns, step: int, lines=None):
 
 
 def print_end(interrupted: bool, checkpoint, progress, step: int, eval_text: str) -> None:
-    """The run's last line: how to resume after Ctrl-C, or what the finished run reached."""
+    """The run's last line (rank 0's): how to resume after Ctrl-C, or what the finished run reached."""
+    if not checkpoint.main:
+        return
     if interrupted:
         path = checkpoint.path
         print(f"interrupted at step {step:,}: saved {path}, envs closed; continue with --resume {path}", flush=True)
@@ -77,11 +71,9 @@ def print_end(interrupted: bool, checkpoint, progress, step: int, eval_text: str
 
 
 class Progress:
-    """The run's clock and its console line `steps | SPS | ETA | fields`.
-
-    SPS counts training time only: evaluations run inside `with progress.paused():`. On a terminal the line is
-    printed every few seconds; when stdout is a file or a pipe (CI, nohup) only every `quiet_interval` seconds.
-    """
+    """The run's clock and its console line `steps | SPS | ETA | fields`. SPS counts training time only (evaluations
+    run inside `with progress.paused():`). Printed every few seconds on a terminal, to a file or a pipe (CI, nohup)
+    only every `quiet_interval` seconds."""
 
     def __init__(self, total_steps: int, start_step: int = 0, interval: float = 5.0, quiet_interval: float = 60.0):
         self.total_steps, self.start_step = total_steps, start_step

@@ -41,11 +41,14 @@ class RunningMeanStd:
         return statistics
 
 
-def normalize_obs(obs: np.ndarray, obs_rms: Optional[RunningMeanStd], clip: float = 10.0) -> np.ndarray:
-    """Scales observations by the training statistics, clipped to +-clip (float32). Evaluation passes the same,
-    frozen, statistics: the policy must see observations scaled as in training, not by an eval env's own."""
+def normalize_obs(obs: np.ndarray, obs_rms: Optional[RunningMeanStd], update=False, clip=10.0) -> np.ndarray:
+    """Scales observations by the training statistics (after adding `obs` to them, with `update`), clipped to +-clip
+    (float32). Evaluation passes the same, frozen, statistics: the policy must see observations scaled as in
+    training, not by an eval env's own."""
     if obs_rms is None:
         return obs.astype(np.float32)
+    if update:
+        obs_rms.update(obs)
     return np.clip((obs - obs_rms.mean) / np.sqrt(obs_rms.var + 1e-8), -clip, clip).astype(np.float32)
 
 

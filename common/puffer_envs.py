@@ -218,6 +218,7 @@ def make_puffer_vecenv(
     env_id: str,
     num_envs: int,
     seed: int,
+    *,
     max_ticks=10_000,
     log_interval=64,
     backend="Serial",

@@ -1,11 +1,7 @@
 """The plumbing of a training run, written once: plain functions a script's train() calls where a reader sees the
-call. None of them decides when a run saves, logs, moves its learning rate or stops: those are lines of train(),
-CleanRL's loop with resume, checkpoints, evaluation, Ctrl-C and torchrun added (see any script's train()).
-
-main() exits 0 when done, 130 after Ctrl-C (128 + SIGINT, the shell's convention, so a calling script can tell a
-stopped run from a finished one), 1 with one line for bad flags, a non-finite loss, a dead worker or rank, or a
-failed final save.
-"""
+call. None of them saves, logs, moves a schedule or stops the run: those are lines of train(). A `..._error` function
+only builds the one-line error train() raises. main() exits 0 when done, 130 after Ctrl-C (128 + SIGINT), 1 with one
+line for bad flags, a non-finite loss, a dead worker or rank, or a failed final save."""
 
 import contextlib
 import dataclasses
@@ -18,13 +14,12 @@ from typing import Literal, Optional
 import torch
 import tyro
 
+from common import distributed
 from common.checkpoint import RunCheckpoint, SaveError, load_run_checkpoint
-from common.distributed import leave_world
-from common.logs import finish_wandb, make_writer, start_wandb
+from common.logs import announce, finish_wandb, make_run_name, make_writer, start_wandb
 
-EXIT_INTERRUPTED = 130  # 128 + SIGINT
-# What main() turns into "error: <one line>" and exit 1 (a dead env worker's WorkerError too, in the scripts
-# that have workers).
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention: a calling script tells a stopped run from a finished one
+# What main() turns into "error: <one line>" and exit 1 (a dead env worker's WorkerError too, where there are workers)
 ONE_LINE_ERRORS = (ValueError, FloatingPointError, ConnectionError, SaveError)
 
 
@@ -38,8 +33,8 @@ class RunArgs:
     """seed of the experiment (torch, numpy, envs; with --eval-checkpoint: of the evaluation episodes)"""
     device: Literal["cpu", "cuda", "auto"] = "cpu"
     """where the network runs (auto: cuda if available); these small networks are fastest on the CPU"""
-    torch_threads: Optional[int] = None
-    """torch CPU threads per process (None: 1, or the script's default for the env; one per rank under torchrun)"""
+    torch_threads: int = 1
+    """torch CPU threads per process (under torchrun: 1 per rank unless given)"""
     eval_freq: int = 0
     """evaluate every this many updates and after the last one (0: only after the last)"""
     eval_episodes: int = 10
@@ -64,6 +59,11 @@ class RunArgs:
     """the W&B team or user (--track; None: your default entity)"""
 
 
+# What --eval-checkpoint and --resume take from their own command line; every other flag is the saved run's.
+EVAL_FLAGS = "seed device torch_threads eval_episodes eval_max_steps eval_actions render render_fps capture_video gif"
+RESUME_FLAGS = "total_timesteps device"
+
+
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -72,13 +72,9 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-# ----- flags -----
-
-
-def check_flags(args, at_least_one="", positive="", positive_or_none="", non_negative="") -> None:
+def check_flags(args, *, at_least_one="", positive="", positive_or_none="", non_negative="") -> None:
     """One line naming the flag unless each flag named in `at_least_one` is >= 1, in `positive` > 0, in
-    `positive_or_none` None or > 0, and in `non_negative` >= 0 (names as in Args, space-separated). A flag left
-    at None (its default for the env, filled in later) passes."""
+    `positive_or_none` None or > 0, and in `non_negative` >= 0 (names as in Args, space-separated)."""
     for names, bad, need in [
         (at_least_one, lambda v: v < 1, "at least 1"),
         (positive, lambda v: v <= 0, "positive"),
@@ -92,13 +88,11 @@ def check_flags(args, at_least_one="", positive="", positive_or_none="", non_neg
 
 def check_run_flags(args) -> None:
     """The flags every script shares; one line naming the flag otherwise."""
-    check_flags(
-        args, "eval_episodes torch_threads", positive="total_timesteps", non_negative="checkpoint_freq eval_freq"
-    )
+    check_flags(args, at_least_one="eval_episodes torch_threads", positive="total_timesteps")
+    check_flags(args, non_negative="checkpoint_freq eval_freq")
     if args.resume and args.eval_checkpoint:
         raise ValueError(
-            "--resume and --eval-checkpoint exclude each other: pass --eval-checkpoint alone to evaluate a "
-            "checkpoint, or --resume alone to train it further"
+            "--resume and --eval-checkpoint exclude each other: --eval-checkpoint evaluates, --resume trains"
         )
     if getattr(args, "render", False) and not args.eval_checkpoint:
         raise ValueError("--render needs --eval-checkpoint PATH (the agent to watch)")
@@ -110,45 +104,68 @@ def check_run_flags(args) -> None:
         raise ValueError('--track needs wandb (Weights & Biases), not installed: pip install -e ".[track]"')
 
 
-def saved_args(Args, ckpt: dict, flag: str, path: str):
-    """The flags a checkpoint was saved with, as this script's Args. A flag newer than the checkpoint takes
-    the value its runs had before the flag existed (`Args.BEFORE_FLAG`), not today's default."""
+def given_flags(argv: list) -> list:
+    """The Args fields a command line names: --env-id X and --env-id=X give env_id, --no-lstm gives lstm."""
+    names = [arg[2:].split("=")[0].replace("-", "_") for arg in argv if arg.startswith("--")]
+    return [name[3:] if name.startswith("no_") else name for name in names]
+
+
+def saved_flags(Args, ckpt: dict, flag: str, path: str):
+    """The flags a checkpoint was saved with, as this script's Args."""
     try:
-        return Args(**{**getattr(Args, "BEFORE_FLAG", {}), **ckpt["args"]})
-    except TypeError as e:  # a flag this version of the script no longer has
-        raise ValueError(
-            f"{flag}: {path} was saved by a different version of this script ({e}); train a new run"
-        ) from None
+        return Args(**ckpt["args"])
+    except TypeError as e:  # a flag this version of the script does not have
+        raise ValueError(f"{flag}: {path} was saved by another version of this script ({e}); train a new run") from None
 
 
-def flags(args, script: str, world, required: tuple = ()):
-    """(this run's flags, the checkpoint to resume or None). With --resume: the saved run's flags, with this
-    command's --total-timesteps (a larger one extends the run) and --device. --exp-name: the script's name unless
-    given. Under torchrun the ranks share the machine's cores: one torch thread each unless --torch-threads says."""
+def parse_args(Args, script: str, argv: Optional[list], args_for):
+    """The command line as Args. A flag not given takes its default for the env, `args_for(env_id, **given)`, which
+    `--env-id X --help` shows. With --resume or --eval-checkpoint, it takes the saved run's value instead, except
+    the flags those take from the command line (RESUME_FLAGS, EVAL_FLAGS), which default as for a new run of the
+    saved env (--resume: to the saved total). Any other flag given with them is a one-line error."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    given = tyro.cli(Args, args=[arg for arg in argv if arg not in ("-h", "--help")])
+    check_run_flags(given)
+    named = {name: getattr(given, name) for name in given_flags(argv) if hasattr(given, name)}
+    if given.resume or given.eval_checkpoint:
+        flag, own = ("--resume", RESUME_FLAGS.split()) if given.resume else ("--eval-checkpoint", EVAL_FLAGS.split())
+        path = given.resume or given.eval_checkpoint
+        saved = saved_flags(Args, load_run_checkpoint(path, script, flag, resume=bool(given.resume)), flag, path)
+        if other := [name for name in named if name not in own + [flag[2:].replace("-", "_")]]:
+            allowed = ", ".join(f"--{name.replace('_', '-')}" for name in own if hasattr(given, name))
+            raise ValueError(
+                f"{flag} uses the saved run's flags: drop --{other[0].replace('_', '-')} ({allowed} may change)"
+            )
+        fresh = args_for(**{k: v for k, v in dataclasses.asdict(saved).items() if k not in own})
+        own_defaults = {key: getattr(fresh, key) for key in own if hasattr(fresh, key) and key != "total_timesteps"}
+        default = dataclasses.replace(saved, **{"resume": None, "eval_checkpoint": None, **own_defaults, **named})
+    else:
+        default = args_for(**{"env_id": given.env_id, **named})
+    return tyro.cli(Args, args=argv, default=default)  # --help shows `default`; else it is what the line says
+
+
+def start(args, script: str, required: tuple = ()):
+    """(torchrun world, device, flags, the checkpoint to resume or None). --resume: the saved run's flags with this
+    command's --total-timesteps (a larger one extends the run) and --device, and the saved state as plain data."""
     check_run_flags(args)
-    resumed = None
-    if args.resume:
-        resumed = load_run_checkpoint(args.resume, script, "--resume", resume=True, required=required)
-        saved = saved_args(type(args), resumed, "--resume", args.resume)
-        total = args.total_timesteps if args.total_timesteps is not None else saved.total_timesteps
-        args = dataclasses.replace(saved, total_timesteps=total, device=args.device, resume=args.resume)
-    threads = args.torch_threads or (1 if world.size > 1 else None)
-    return dataclasses.replace(args, exp_name=args.exp_name or script, torch_threads=threads), resumed
-
-
-# ----- sizes, the learning-rate schedule, resuming -----
+    world, device = distributed.init_world(args.dist_backend, resolve_device(args.device))
+    if args.exp_name is None:
+        args = dataclasses.replace(args, exp_name=script)
+    if not args.resume:
+        return world, device, args, None
+    resumed = load_run_checkpoint(args.resume, script, "--resume", resume=True, required=required)
+    saved = saved_flags(type(args), resumed, "--resume", args.resume)
+    args = dataclasses.replace(saved, total_timesteps=args.total_timesteps, device=args.device, resume=args.resume)
+    return world, device, args, resumed
 
 
 def count_updates(total: int, update_size: int, world_size: int, resumed: Optional[dict] = None) -> int:
     """Whole updates of `update_size` agent steps (all ranks together) in `total`, as CleanRL counts them. A
     fresh run needs at least one; a resumed one must keep its number of ranks and add at least one update."""
     if resumed is not None:
-        saved_world = resumed.get("world_size", 1)
-        if saved_world != world_size:  # an update is every rank's batch: it must not change size
-            raise ValueError(
-                f"--resume: that run had {saved_world} rank(s) and this one has {world_size}; "
-                f"resume it with torchrun and {saved_world} ranks in all"
-            )
+        if (saved := resumed["world_size"]) != world_size:  # an update is every rank's batch: it keeps its size
+            raise ValueError(f"--resume: that run had {saved} rank(s) and this one has {world_size}; resume it with "
+                             f"torchrun and {saved} ranks in all")  # fmt: skip
         if total // update_size <= resumed["update"]:
             own = " (the checkpoint's own: that run is finished)" if total == resumed["args"]["total_timesteps"] else ""
             raise ValueError(
@@ -158,50 +175,58 @@ def count_updates(total: int, update_size: int, world_size: int, resumed: Option
             )
     elif total < update_size:
         ranks = f": {world_size} ranks x {update_size // world_size:,}" if world_size > 1 else ""
-        raise ValueError(
-            f"--total-timesteps {total:,} is less than one update ({update_size:,} agent "
-            f"steps{ranks}); pass at least {update_size:,}"
-        )
+        raise ValueError(f"--total-timesteps {total:,} is less than one update ({update_size:,} agent steps{ranks}); "
+                         f"pass at least {update_size:,}")  # fmt: skip
     return total // update_size
 
 
-def annealed_lr(anchor: dict, step: int, end_step: int) -> float:
-    """The learning rate at `step`: linear from anchor["lr"] at anchor["step"] down to 0 at `end_step`.
-    A fresh run anchors at (0, --learning-rate): CleanRL's schedule."""
-    return anchor["lr"] * (1.0 - (step - anchor["step"]) / (end_step - anchor["step"]))
-
-
-def schedule_anchor(learning_rate: float, update_size: int, end_step: int, resumed: Optional[dict] = None) -> dict:
-    """Where annealed_lr's line starts: (0, --learning-rate) for a fresh run. A resume to the same total replays
-    the saved schedule exactly; a resume to a new total re-anchors at the saved step with the last update's rate,
-    so the rate goes on without a jump and reaches 0 at the new end (restarting the schedule would jump up)."""
-    anchor = {"step": 0, "lr": learning_rate}
-    if resumed is None:
-        return anchor
-    anchor = resumed.get("lr_anchor", anchor)
-    saved_end = (resumed["args"]["total_timesteps"] // update_size) * update_size
-    if end_step != saved_end and resumed["update"] > 0:
-        last_lr = annealed_lr(anchor, resumed["global_step"] - update_size, saved_end)
-        anchor = {"step": resumed["global_step"], "lr": last_lr}
-    return anchor
+def restore(resumed: Optional[dict], args, state: dict, num_updates: int, world):
+    """(updates done, where the linear schedules start: {"update": 0, **state["rates"]} for a fresh run). --resume:
+    `state`'s objects and torch's RNG loaded; resumed to its own total the schedules replay exactly, extended they
+    start at the saved update from the rates it used, so each goes on without a jump to its end at the new last
+    update. Under torchrun: rank 0's weights on every rank, and each other rank its own stream of actions."""
+    done, schedule = 0, {"update": 0, **state["rates"]}
+    if resumed is not None:
+        for key, value in state.items():
+            if key == "model":
+                load_weights(value, resumed, "--resume", args.resume)
+            elif hasattr(value, "load_state_dict"):
+                value.load_state_dict(resumed[key])
+        torch.set_rng_state(resumed["torch_rng_state"])
+        done, schedule = resumed["update"], resumed["schedule"]
+        if num_updates != resumed["num_updates"]:  # extended
+            schedule = {"update": done, **resumed["rates"]}
+    if world.size > 1:
+        distributed.join_ranks(world, state["model"], args.seed + distributed.RANK_SEED_OFFSET * world.rank + done + 1)
+    return done, schedule
 
 
 def load_weights(model: torch.nn.Module, ckpt: dict, flag: str, path: str) -> None:
+    """The checkpoint's weights into `model`, or one line: they do not fit (another network)."""
     try:
         model.load_state_dict(ckpt["model"])
     except RuntimeError as e:
         raise ValueError(f"{flag}: the weights in {path} do not fit this network: {str(e).splitlines()[0]}") from None
 
 
-def restore(resumed: dict, path: str, model: torch.nn.Module, optimizer, **state) -> None:
-    """A resumed run's weights, optimizer and torch RNG state, and each of `state`'s objects (e.g. observation
-    statistics) that the checkpoint holds, through their load_state_dict()."""
-    load_weights(model, resumed, "--resume", path)
-    optimizer.load_state_dict(resumed["optimizer"])
-    for key, value in state.items():
-        if value is not None and resumed.get(key) is not None:
-            value.load_state_dict(resumed[key])
-    torch.set_rng_state(resumed["torch_rng_state"])
+def open_run(
+    script: str, args, world, resumed: Optional[dict], state: dict, *, update_size: int, done: int, about: str
+):
+    """runs/<run_name>/ (a resumed run's own; under torchrun rank 0's): its TensorBoard writer (rank 0's; None else)
+    and its checkpoint <script>.pt: `state` (objects: their state_dict() at each save), the flags, the run's name and
+    length, its ranks, its W&B run (--track). Rank 0 says what runs (`about`, updates after `done`), where it logs."""
+    run_name = resumed["run_name"] if resumed is not None else make_run_name(args.env_id, args.exp_name, args.seed)
+    run_name, wandb_id = distributed.gather(world, run_name)[0], resumed["wandb_id"] if resumed is not None else None
+    if args.track and world.rank == 0:  # before the writer, whose scalars W&B syncs
+        wandb_id = start_wandb(args, run_name, wandb_id)
+    writer = make_writer(os.path.join("runs", run_name), args) if world.rank == 0 else None
+    about_run = dict(script=script, args=dataclasses.asdict(args), run_name=run_name, world_size=world.size)
+    about_run.update(num_updates=args.total_timesteps // update_size, wandb_id=wandb_id)
+    path, saved_step = os.path.join("runs", run_name, f"{script}.pt"), resumed and resumed["global_step"]
+    checkpoint = RunCheckpoint(path, update_size, world.rank == 0, saved_step, **about_run, **state)
+    updates = range(done + 1, args.total_timesteps // update_size + 1)
+    announce(run_name, about, world, updates=updates, update_size=update_size, total=args.total_timesteps)
+    return writer, checkpoint
 
 
 @contextlib.contextmanager
@@ -213,48 +238,37 @@ def seeded_rng(seed: int, device: torch.device):
         yield
 
 
-def open_run(script: str, args, run_name: str, update_size: int, world, resumed=None, **entries):
-    """The run's directory runs/<run_name>/: its TensorBoard writer (rank 0 alone logs; None elsewhere) with the
-    flags, and its checkpoint file, <script>.pt, which holds `entries` (the network, the optimizer, statistics:
-    read at each save) with the flags, the run's name, how many ranks it has and, with --track, its W&B run."""
-    run_dir = os.path.join("runs", run_name)
-    wandb_id = resumed.get("wandb_id") if resumed is not None else None
-    if args.track and world.rank == 0:  # before the writer, whose scalars W&B syncs
-        wandb_id = start_wandb(args, run_name, wandb_id)
-    writer = make_writer(run_dir, args) if world.rank == 0 else None
-    checkpoint = RunCheckpoint(
-        os.path.join(run_dir, f"{script}.pt"),
-        update_size,
-        main=world.rank == 0,
-        saved_step=resumed["global_step"] if resumed is not None else None,
-        script=script,
-        args=dataclasses.asdict(args),
-        run_name=run_name,
-        world_size=world.size,
-        wandb_id=wandb_id,
-        **entries,
+def non_finite_loss_error(loss: torch.Tensor, update: int, step: int) -> FloatingPointError:
+    """The error a non-finite loss stops the run with (under torchrun: the ranks' mean, so every rank stops)."""
+    return FloatingPointError(
+        f"loss became {loss.item()} at update {update} (step {step:,}); lower --learning-rate or --max-grad-norm"
     )
-    return writer, checkpoint
 
 
-def worker_lost(error: Exception, checkpoint: RunCheckpoint, update: int) -> Exception:
-    """An env worker died: the network is intact, so the run is saved as of `update`; the error to raise, with
-    where the checkpoint is and how to go on."""
-    checkpoint.save(update, final=True)
-    return type(error)(f"{error}; {checkpoint.resume_hint()}") if checkpoint.main else error
-
-
-def rank_lost(error: RuntimeError, world, checkpoint: RunCheckpoint, update: int) -> Exception:
-    """Under torchrun another rank died in a collective: rank 0 saves the run as of `update`; the one-line error
-    to raise (torchrun's own report names the rank that failed). In one process: `error` itself, a bug to see."""
-    if world.size == 1:
+def lost_error(error: Exception, world, checkpoint: RunCheckpoint) -> Exception:
+    """A dead env worker (WorkerError), or under torchrun another rank dead in a collective (RuntimeError; torchrun's
+    report names it): the one-line error to raise, saying which checkpoint holds the run (the last save: the
+    half-done update is not saved). In one process a RuntimeError is a bug to see: itself."""
+    worker = getattr(error, "env_worker", False)
+    if not worker and world.size == 1:
         return error
-    checkpoint.save(update, final=True)
-    return ConnectionError(
-        f"rank {world.rank} of {world.size}: lost the other ranks in a collective "
-        f"({str(error).splitlines()[0][:120]}); torchrun's report names the rank that failed"
-        + (f"; {checkpoint.resume_hint()}" if checkpoint.main else "")
-    )
+    kept = f"; {checkpoint.kept(hint=True)}" if checkpoint.main else ""
+    if worker:
+        return type(error)(f"{error}{kept}")
+    first = str(error).splitlines()[0][:120]
+    return ConnectionError(f"rank {world.rank} of {world.size}: lost the other ranks in a collective ({first}); "
+                           f"torchrun's report names the rank that failed{kept}")  # fmt: skip
+
+
+def close(world, envs, writer, stop) -> None:
+    """However the run ends: the envs (and their worker processes), the writer, the W&B run, Ctrl-C's handler, and
+    under torchrun the process group (after a clean end every rank waits for the others first)."""
+    stop.release()
+    envs.close()
+    if writer is not None:
+        writer.close()
+    finish_wandb()
+    distributed.leave_world(world)
 
 
 def summary(checkpoint: RunCheckpoint, progress, update: int, interrupted: bool, **extra) -> dict:
@@ -264,65 +278,22 @@ def summary(checkpoint: RunCheckpoint, progress, update: int, interrupted: bool,
                 checkpoint=checkpoint.path, interrupted=interrupted, **extra)  # fmt: skip
 
 
-def close(world, envs, writer) -> None:
-    """However the run ends: the envs (and their worker processes), the writer, the W&B run, and under torchrun
-    the process group (after a clean end every rank waits for the others first)."""
-    envs.close()
-    if writer is not None:
-        writer.close()
-    finish_wandb()
-    leave_world(world)
-
-
-# ----- evaluating a checkpoint, and the command line -----
-
-
-# What --eval-checkpoint takes from its own command line; every other flag is the saved run's.
-EVAL_FLAGS = (
-    "seed device torch_threads eval_episodes eval_max_steps eval_actions render render_fps eval_checkpoint"
-    " capture_video gif"
-).split()
-
-
 def open_checkpoint(script: str, Args, args, required: tuple = ()):
     """--eval-checkpoint: (the checkpoint, its run's flags with this command's evaluation flags, device)."""
     check_run_flags(args)
     ckpt = load_run_checkpoint(args.eval_checkpoint, script, "--eval-checkpoint", resume=False, required=required)
-    saved = saved_args(Args, ckpt, "--eval-checkpoint", args.eval_checkpoint)
-    saved = dataclasses.replace(saved, **{key: getattr(args, key) for key in EVAL_FLAGS if hasattr(args, key)})
-    torch.set_num_threads(saved.torch_threads or 1)
+    saved = saved_flags(Args, ckpt, "--eval-checkpoint", args.eval_checkpoint)
+    own = {key: getattr(args, key) for key in EVAL_FLAGS.split() + ["eval_checkpoint"] if hasattr(args, key)}
+    saved = dataclasses.replace(saved, **own)
+    torch.set_num_threads(saved.torch_threads)
     torch.manual_seed(saved.seed + 10_000)  # sampled actions: the same evaluation every time
     return ckpt, saved, resolve_device(saved.device)
 
 
-def env_id_in(argv, default: str) -> str:
-    """The --env-id on a command line (for --help's per-env defaults), before tyro parses it."""
-    for i, arg in enumerate(argv):
-        if arg in ("--env-id", "--env_id") and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith(("--env-id=", "--env_id=")):
-            return arg.split("=", 1)[1]
-    return default
-
-
-def parse_args(Args, argv: Optional[list] = None, help_defaults=None):
-    """The command line as Args. `help_defaults(env_id)` gives the flags' effective defaults for the env on the
-    command line, so that `--env-id X --help` shows them (train() fills them in the same way)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    default = tyro.MISSING_NONPROP
-    if help_defaults is not None and ("--help" in argv or "-h" in argv):
-        env_id = env_id_in(argv, Args.env_id)
-        try:
-            default = dataclasses.replace(Args(env_id=env_id), **help_defaults(env_id))
-        except ValueError:  # an env the script refuses: the usual defaults; training says why
-            pass
-    return tyro.cli(Args, args=argv, default=default)
-
-
 def exit_for(error: BaseException) -> SystemExit:
-    """How main() ends on `error`: Ctrl-C outside the training loop (starting up, evaluating, watching) has
-    nothing to save: exit 130; any other expected error is one line and exit 1."""
+    """How main() ends on `error`: a Ctrl-C outside the training loop (starting up, evaluating, watching), or a
+    second one inside it, saves nothing: exit 130; any other expected error is one line and exit 1."""
     if isinstance(error, KeyboardInterrupt):
-        print("\ninterrupted: nothing to save", flush=True)
+        print(f"\ninterrupted: {str(error) or 'nothing to save'}", flush=True)
         return SystemExit(EXIT_INTERRUPTED)
     return SystemExit(f"error: {error}")

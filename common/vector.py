@@ -56,6 +56,8 @@ CLOSE_TIMEOUT = 2.0
 class WorkerError(RuntimeError):
     """A worker process died or one of its envs raised; the vecenv is closed and its workers reaped."""
 
+    env_worker = True  # what tells it from the RuntimeError a lost torchrun rank raises (run.lost_error)
+
 
 def make(
     env_creators,

@@ -26,7 +26,7 @@ CASES = {  # name: flags, or (flags of the first run, flags of its --resume)
     "a2c-cartpole": A2C + "--total-timesteps 16000 --eval-freq 50 --checkpoint-freq 100".split(),
     "a2c-pendulum": A2C + "--env-id Pendulum-v1 --total-timesteps 12800".split(),
     "a2c-adam-minibatches": A2C
-    + "--total-timesteps 8000 --optimizer adam --mini-batches 4 --norm-adv True --ent-coef 0.01".split(),
+    + "--total-timesteps 8000 --optimizer adam --mini-batches 4 --norm-adv --ent-coef 0.01".split(),
     "a2c-resume": (A2C + "--total-timesteps 4000".split(), "--total-timesteps 8000".split()),
     "a2c-torchrun": A2C + "--total-timesteps 6400 --torchrun".split(),
     "a2c-lstm": A2C + "--env-id popgym-RepeatPreviousEasy-v0 --lstm --total-timesteps 12800 --eval-freq 25".split(),
@@ -42,7 +42,7 @@ CASES = {  # name: flags, or (flags of the first run, flags of its --resume)
     "puffer-cartpole": PUFFER + "--env-id CartPole-v1 --total-timesteps 20480 --eval-freq 10".split(),
     "puffer-acrobot-prio": PUFFER
     + "--env-id Acrobot-v1 --total-timesteps 12800 --prio-alpha 0.6 --advantage lambda-return --target-kl 0.02 "
-    "--norm-reward True".split(),
+    "--norm-reward".split(),
     "puffer-novel-lstm": PUFFER
     + "--env-id cartpole-novel --lstm --burn-in 5 --tbptt 10 --total-timesteps 16000".split(),
     "puffer-resume": (
@@ -50,6 +50,11 @@ CASES = {  # name: flags, or (flags of the first run, flags of its --resume)
         "--total-timesteps 10240".split(),
     ),
     "puffer-torchrun": PUFFER + "--env-id CartPole-v1 --total-timesteps 10240 --torchrun".split(),
+    "puffer-box": PUFFER + "--env-id InvertedPendulum-v5 --total-timesteps 8192 --eval-freq 2".split(),
+    "puffer-extend-ent": (
+        PUFFER + "--env-id CartPole-v1 --anneal-ent --ent-coef 0.01 --total-timesteps 5120".split(),
+        "--total-timesteps 10240".split(),
+    ),
 }
 
 

@@ -15,6 +15,7 @@ import importlib
 import os
 import sys
 
+import gymnasium as gym
 import torch
 import torch.distributed as dist
 
@@ -60,7 +61,7 @@ def record_first_observations(script, first):
 
 
 def train(outdir, name, flags):
-    import tyro
+    from common import run
 
     script = importlib.import_module(name)
     rank = int(os.environ["RANK"])
@@ -84,7 +85,7 @@ def train(outdir, name, flags):
         optimizer.step = counting_step
     first = []
     record_first_observations(script, first)
-    result = script.train(tyro.cli(script.Args, args=flags))
+    result = script.train(run.parse_args(script.Args, name, flags, script.args_for))  # as main() reads them
     params = {k: v.clone() for k, v in result.pop("policy").state_dict().items()}
     result.pop("args", None)
     torch.save(
@@ -120,7 +121,8 @@ def grad(outdir):
         old_values, returns = torch.randn(rows, horizon, generator=gen), torch.randn(rows, horizon, generator=gen)
 
         if name == "ppo_puffer_async":
-            net = ppo_puffer_async.Policy(obs_dim, num_actions, 16, lstm_hidden_size=8)
+            net_args = ppo_puffer_async.Args(hidden_size=16, lstm=True, lstm_hidden_size=8)
+            net = ppo_puffer_async.Policy(obs_dim, gym.spaces.Discrete(num_actions), net_args)
 
             def loss_on(model, sel):
                 logits, values = model.unroll(
@@ -131,7 +133,8 @@ def grad(outdir):
                 logprobs, entropy = model.logprob_and_entropy(logits, actions[sel])
                 mb = dict(logprobs=old_logprobs[sel], values=old_values[sel], returns=returns[sel])
                 mb.update(advantages=advantages[sel], masks=torch.ones(len(sel), horizon))
-                return ppo_puffer_async.ppo_loss(logprobs, values, entropy, mb, None, (0.2, 0.2, 0.5, 0.01))[0]
+                coefs = dict(clip_coef=0.2, vf_clip_coef=0.2, vf_coef=0.5, ent_coef=0.01)
+                return ppo_puffer_async.ppo_loss(logprobs, values, entropy, mb, weights=None, **coefs)[0]
 
         else:
             net = ppo_tetris.Agent(obs_dim, num_actions, hidden_size=16)
@@ -139,19 +142,10 @@ def grad(outdir):
             def loss_on(model, sel):
                 flat = lambda x: x[sel].reshape(len(sel) * horizon, *x.shape[2:])  # noqa: E731
                 _, logprobs, entropy, values = model.get_action_and_value(flat(obs), flat(actions))
-                return ppo_tetris.ppo_loss(
-                    logprobs,
-                    flat(old_logprobs),
-                    flat(advantages),
-                    values,
-                    flat(old_values),
-                    flat(returns),
-                    entropy,
-                    0.2,
-                    True,
-                    0.5,
-                    0.01,
-                )[0]
+                mb = dict(logprobs=flat(old_logprobs), values=flat(old_values), returns=flat(returns))
+                mb["advantages"] = flat(advantages)
+                coefs = dict(clip_coef=0.2, clip_vloss=True, vf_coef=0.5, ent_coef=0.01)
+                return ppo_tetris.ppo_loss(logprobs, values, entropy, mb, **coefs)[0]
 
         union = copy.deepcopy(net)
         half = torch.arange(rank * rows // size, (rank + 1) * rows // size)

@@ -1,6 +1,7 @@
 """a2c_cartpole.py: GAE numbers, truncation bootstrap, learning bar, logging, bad input."""
 
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
@@ -124,8 +125,9 @@ def test_rollout_bootstraps_truncation_not_termination(env_id, truncates):
     storage = a2c.make_storage(num_steps=4, num_envs=2, obs_dim=1, action_space=envs.single_action_space)
     gamma = 0.9
     next_obs, _, ep_returns, ep_lengths = a2c.collect_rollout(
-        envs, KnownValueAgent(), None, None, 0.5, obs, None, storage, gamma, torch.device("cpu"), contextlib.nullcontext
-    )
+        envs, KnownValueAgent(), storage, obs, None, a2c.Args(reward_scale=0.5, gamma=gamma),
+        obs_rms=None, reward_norm=None, device=torch.device("cpu"), autocast=contextlib.nullcontext
+    )  # fmt: skip
     envs.close()
     # The 3rd transition (t = 2) ends both episodes; its final observation is [3], V = 13. Rewards
     # are scaled (reward_scale 0.5) before the bootstrap, which is already in value units.
@@ -163,7 +165,7 @@ def test_loss_gradient_direction():
     logprobs = torch.tensor([-0.5, -1.0], requires_grad=True)
     values = torch.tensor([1.0, 2.0], requires_grad=True)
     loss, policy_loss, value_loss, _ = a2c.a2c_loss(
-        logprobs, torch.zeros(2), values, torch.tensor([2.0, -1.0]), torch.tensor([3.0, 2.0]), 0.5, 0.0
+        logprobs, torch.zeros(2), values, torch.tensor([2.0, -1.0]), torch.tensor([3.0, 2.0]), vf_coef=0.5, ent_coef=0.0
     )
     assert policy_loss.item() == pytest.approx(-(2.0 * -0.5 + -1.0 * -1.0) / 2)
     assert value_loss.item() == pytest.approx((2.0**2 + 0.0) / 2)
@@ -175,7 +177,7 @@ def test_gumbel_max_sampling_draws_from_the_softmax():
     """The one speed trick a2c_cartpole.py keeps (its comment gives the SPS it pays): argmax(logits + Gumbel
     noise) draws each action as often as softmax(logits) says, as Categorical(logits).sample() would."""
     torch.manual_seed(0)
-    agent = a2c.Agent(3, gym.spaces.Discrete(4), 8)
+    agent = a2c.Agent(3, gym.spaces.Discrete(4), a2c.Args(hidden_size=8))
     constant_head(agent, [1.0, 0.0, -1.0, 0.5])
     out = agent(torch.zeros(40_000, 3))[0]
     frequencies = torch.bincount(agent.sample(out), minlength=4) / 40_000
@@ -334,7 +336,7 @@ def run_script(*argv, cwd):
         (["--eval-checkpoint", "truncated.pt"], ["--eval-checkpoint", "it is truncated (the file ends early, after"]),
         (
             ["--eval-checkpoint", "other.pt"],
-            ["--eval-checkpoint", "lacks the entries args, obs_rms: it was not written"],
+            ["--eval-checkpoint", "lacks the entries args: it was not written"],
         ),
     ],
 )
@@ -353,12 +355,16 @@ def test_bad_input_gives_one_line_error(tmp_path, argv, words):
 def test_defaults_follow_the_env(tmp_path):
     """One set per action space, POPGym's memory set, and LunarLander-v3's own (as RL Zoo keeps one per env),
     which --help shows."""
-    assert a2c.env_defaults("CartPole-v1") == a2c.env_defaults("Acrobot-v1") == a2c.DEFAULTS
-    lunar = a2c.env_defaults("LunarLander-v3")
-    assert (lunar["gamma"], lunar["reward_scale"], lunar["norm_adv"], lunar["hidden_size"]) == (0.995, 0.01, True, 128)
-    assert lunar["total_timesteps"] == 500_000 and lunar["num_envs"] == 64
-    assert a2c.env_defaults("popgym-RepeatPreviousEasy-v0")["num_steps"] == 16
-    assert a2c.env_defaults("Pendulum-v1")["norm_reward"] is True
+    assert a2c.args_for("CartPole-v1") == a2c.Args()  # Args shows the Discrete defaults
+    assert dataclasses.replace(a2c.args_for("Acrobot-v1"), env_id="CartPole-v1") == a2c.Args()
+    lunar = a2c.args_for("LunarLander-v3")
+    assert (lunar.gamma, lunar.reward_scale, lunar.norm_adv, lunar.hidden_size) == (0.995, 0.01, True, 128)
+    assert lunar.total_timesteps == 500_000 and lunar.num_envs == 64
+    assert a2c.args_for("popgym-RepeatPreviousEasy-v0").num_steps == 16
+    assert (
+        a2c.args_for("Pendulum-v1").norm_reward is True
+        and a2c.args_for("Pendulum-v1", norm_reward=False).norm_reward is False
+    )
     out = run_script("--env-id", "LunarLander-v3", "--help", cwd=tmp_path)
     assert out.returncode == 0 and "(default: 0.995)" in out.stdout, out.stdout
 
@@ -372,7 +378,7 @@ def test_side_by_side_evaluation_equals_one_episode_at_a_time(tmp_path, monkeypa
     obs_rms = a2c.RunningMeanStd.from_state(ckpt["obs_rms"])
     forward, calls = agent.forward, []
     agent.forward = lambda x, state: (calls.append(len(x)), forward(x, state))[1]
-    stats = a2c.evaluate(agent, "CartPole-v1", obs_rms, 6, seed=50, device=torch.device("cpu"))
+    stats = a2c.evaluate(agent, a2c.Args(), obs_rms, episodes=6, seed=50, device=torch.device("cpu"))
     agent.forward = forward
     # one forward pass per step for all 6 episodes, as long as the longest lasts (not one per episode step)
     assert calls == [6] * int(stats["length"].max())
@@ -403,11 +409,11 @@ def constant_head(agent, bias):
 def test_gaussian_logprob_and_entropy_by_hand_and_against_torch():
     # Mean 0, std 2 in both dimensions: log N(2; 0, 2) = -1/2 - ln 2 - ln(2 pi)/2 = -2.1121,
     # log N(0; 0, 2) = -ln 2 - ln(2 pi)/2 = -1.6121, summed -3.7242; entropy 2 x (1/2 + ln(2 pi)/2 + ln 2) = 4.2242.
-    agent = a2c.Agent(3, gym.spaces.Box(-1, 1, (2,)), 8, log_std_init=float(np.log(2.0)))
+    agent = a2c.Agent(3, gym.spaces.Box(-1, 1, (2,)), a2c.Args(hidden_size=8, log_std_init=float(np.log(2.0))))
     constant_head(agent, [0.0, 0.0])
     logprob, entropy, _ = agent.get_logprob_entropy_value(torch.randn(1, 3), torch.tensor([[2.0, 0.0]]))
     assert logprob.item() == pytest.approx(-3.7242, abs=1e-4) and entropy.item() == pytest.approx(4.2242, abs=1e-4)
-    agent = a2c.Agent(3, gym.spaces.Box(-1, 1, (4,)), 8, log_std_init=-0.7)
+    agent = a2c.Agent(3, gym.spaces.Box(-1, 1, (4,)), a2c.Args(hidden_size=8, log_std_init=-0.7))
     x, actions = torch.randn(6, 3), torch.randn(6, 4) * 3  # actions beyond the bounds too: never clipped here
     logprob, entropy, _ = agent.get_logprob_entropy_value(x, actions)
     normal = torch.distributions.Normal(agent(x)[0], agent.log_std.exp())
@@ -416,7 +422,7 @@ def test_gaussian_logprob_and_entropy_by_hand_and_against_torch():
 
 
 def test_multidiscrete_logprob_and_entropy_are_sums_over_dimensions():
-    agent = a2c.Agent(3, gym.spaces.MultiDiscrete([3, 2, 4]), 8)
+    agent = a2c.Agent(3, gym.spaces.MultiDiscrete([3, 2, 4]), a2c.Args(hidden_size=8))
     constant_head(agent, [0.0, 1.0, 2.0, 0.5, -0.5, 0.0, 0.0, 1.0, -1.0])  # 3 + 2 + 4 logits
     actions = torch.tensor([[2, 0, 1], [0, 1, 3]])
     logprob, entropy, _ = agent.get_logprob_entropy_value(torch.randn(2, 3), actions)
@@ -446,11 +452,13 @@ class RecordingPendulum:
 
 def test_the_env_gets_clipped_actions_and_the_update_the_sampled_ones():
     torch.manual_seed(0)
-    agent = a2c.Agent(3, RecordingPendulum.single_action_space, 8, log_std_init=float(np.log(3.0)))  # std 3
+    agent = a2c.Agent(
+        3, RecordingPendulum.single_action_space, a2c.Args(hidden_size=8, log_std_init=float(np.log(3.0)))
+    )  # std 3
     envs = RecordingPendulum()
     storage = a2c.make_storage(4, 2, 3, envs.single_action_space)
-    a2c.collect_rollout(envs, agent, None, None, 1.0, np.zeros((2, 3), np.float32), None, storage, 0.99,
-                        torch.device("cpu"), contextlib.nullcontext)  # fmt: skip
+    a2c.collect_rollout(envs, agent, storage, np.zeros((2, 3), np.float32), None, a2c.Args(reward_scale=1.0),
+                        obs_rms=None, reward_norm=None, device="cpu", autocast=contextlib.nullcontext)  # fmt: skip
     sampled, sent = storage["actions"], np.stack(envs.sent)
     assert np.abs(sampled).max() > 1.5  # std 3: most samples fall outside the bounds
     np.testing.assert_array_equal(sent, np.clip(sampled, -1, 1))
@@ -491,7 +499,7 @@ def test_dict_observations_and_multidiscrete_actions_learn_as_plain_cartpole(tmp
     if make is not None:
         gym.register(env_id, entry_point=make, max_episode_steps=500, reward_threshold=475.0)
     try:
-        result = a2c.train(a2c.Args(env_id=env_id, seed=1, total_timesteps=60_000, checkpoint_freq=0))
+        result = a2c.train(a2c.args_for(env_id=env_id, seed=1, total_timesteps=60_000, checkpoint_freq=0))
     finally:
         gym.registry.pop(env_id, None) if make is not None else None
     assert result["eval_history"][-1][1] >= 475, result["eval_history"]
@@ -503,7 +511,7 @@ def test_pendulum_beats_the_random_policy(tmp_path, monkeypatch):
     episodes). Measured, seeds 1 / 2 / 3: -733 / -677 / -330 (10 deterministic episodes); at 1M steps with the
     defaults -154 / -165 / -154."""
     monkeypatch.chdir(tmp_path)
-    args = a2c.Args(env_id="Pendulum-v1", seed=1, total_timesteps=300_000, learning_rate=2e-3, checkpoint_freq=0)
+    args = a2c.args_for(env_id="Pendulum-v1", seed=1, total_timesteps=300_000, learning_rate=2e-3, checkpoint_freq=0)
     result = a2c.train(args)
     assert result["eval_history"][-1][1] >= -1201 + 300, result["eval_history"]
 
@@ -549,14 +557,14 @@ def test_amp_losses_match_float32_on_a_fixed_batch(space):
     """bfloat16 autocast on the CPU: the A2C loss within 0.1% of float32's (measured: at most 0.02% over 20 seeds of
     this batch), the weights float32."""
     torch.manual_seed(0)
-    agent = a2c.Agent(6, space, 64)
+    agent = a2c.Agent(6, space, a2c.Args(hidden_size=64))
     x = torch.randn(256, 6)
     actions = torch.randint(0, 3, (256,)) if isinstance(space, gym.spaces.Discrete) else torch.randn(256, 2)
     advantages, returns = torch.randn(256), torch.randn(256) * 3
 
     def loss():
         logprobs, entropy, values = agent.get_logprob_entropy_value(x, actions)
-        return a2c.a2c_loss(logprobs, entropy, values, advantages, returns, 0.5, 0.01)[0]
+        return a2c.a2c_loss(logprobs, entropy, values, advantages, returns, vf_coef=0.5, ent_coef=0.01)[0]
 
     full = loss()
     with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -63,7 +63,7 @@ def test_unroll_with_resets_equals_stepping_one_observation_at_a_time(space, rnn
     """The update's one unroll over a rollout (envs, steps), the state zeroed after each step that ended an episode,
     gives the logits and values the rollout got stepping one observation at a time from the same first state."""
     torch.manual_seed(0)
-    agent = a2c.Agent(5, space, 16, lstm=True, rnn_type=rnn_type)
+    agent = a2c.Agent(5, space, a2c.Args(hidden_size=16, lstm=True, rnn_type=rnn_type))
     assert isinstance(agent.lstm, torch.nn.GRUCell if rnn_type == "gru" else torch.nn.LSTMCell)
     envs, steps = 3, 7
     obs = torch.randn(envs, steps, 5)
@@ -93,14 +93,13 @@ def test_rollout_and_replay_see_the_same_values():
     torch.manual_seed(1)
     envs = make_gym_vector_env("RememberCue-v0", 4)
     obs, _ = envs.reset(seed=0)
-    agent = a2c.Agent(2, envs.single_action_space, 16, lstm=True)
+    agent = a2c.Agent(2, envs.single_action_space, a2c.Args(hidden_size=16, lstm=True))
     storage = a2c.make_storage(10, 4, 2, envs.single_action_space)
     state = agent.initial_state(4, torch.device("cpu"))
     for _ in range(2):  # the second rollout starts from a state carried over mid-episode
         first = tuple(x.clone() for x in state)
-        obs, state, _, _ = a2c.collect_rollout(
-            envs, agent, None, None, 1.0, obs, state, storage, 0.99, torch.device("cpu"), contextlib.nullcontext
-        )
+        obs, state, _, _ = a2c.collect_rollout(envs, agent, storage, obs, state, a2c.Args(reward_scale=1.0),
+            obs_rms=None, reward_norm=None, device=torch.device("cpu"), autocast=contextlib.nullcontext)  # fmt: skip
     envs.close()
     assert storage["dones"].sum() >= 8  # episodes of 4 steps: every env ends two or more in 10 steps
     batch = {key: torch.as_tensor(array).transpose(0, 1) for key, array in storage.items()}
@@ -130,9 +129,8 @@ def test_truncation_bootstraps_from_the_ended_episodes_state():
     storage = a2c.make_storage(5, 2, 1, envs.single_action_space)
     state = (torch.zeros(2, 1), torch.zeros(2, 1))
     gamma = 0.9
-    a2c.collect_rollout(
-        envs, CountingAgent(), None, None, 0.5, obs, state, storage, gamma, torch.device("cpu"), contextlib.nullcontext
-    )
+    a2c.collect_rollout(envs, CountingAgent(), storage, obs, state, a2c.Args(reward_scale=0.5, gamma=gamma),
+                        obs_rms=None, reward_norm=None, device="cpu", autocast=contextlib.nullcontext)  # fmt: skip
     envs.close()
     np.testing.assert_allclose(storage["rewards"][:, 0], [0.5, 0.5, 0.5 + gamma * 403.0, 0.5, 0.5], rtol=1e-6)
     np.testing.assert_array_equal(storage["values"][:, 0], [100.0, 201.0, 302.0, 100.0, 201.0])
@@ -145,7 +143,7 @@ def test_memory_is_learned_and_used(tmp_path, monkeypatch, rnn_type):
     12k steps), with --rnn-type gru 1.0 on seeds 1-5 too; the same run without --lstm 0.0 on seeds 1-3 (its one
     answer is right on 10 of the 20 cues)."""
     monkeypatch.chdir(tmp_path)
-    args = a2c.Args(env_id="RememberCue-v0", lstm=True, rnn_type=rnn_type, total_timesteps=20_000, eval_freq=0)
+    args = a2c.args_for("RememberCue-v0", lstm=True, rnn_type=rnn_type, total_timesteps=20_000, eval_freq=0)
     result = a2c.train(dataclasses.replace(args, eval_episodes=20, checkpoint_freq=0))
     assert result["eval_history"][-1][1] >= 0.8, result["eval_history"]
 
@@ -155,7 +153,7 @@ def test_resume_and_eval_checkpoint_rebuild_the_cell(tmp_path, monkeypatch, caps
     """--resume and --eval-checkpoint rebuild the LSTM (or GRU) from the saved flags; the resumed run starts its
     state from zeros (its envs play fresh episodes)."""
     monkeypatch.chdir(tmp_path)
-    args = a2c.Args(env_id="RememberCue-v0", lstm=True, rnn_type=rnn_type, total_timesteps=4000, eval_freq=0)
+    args = a2c.args_for("RememberCue-v0", lstm=True, rnn_type=rnn_type, total_timesteps=4000, eval_freq=0)
     result = a2c.train(dataclasses.replace(args, checkpoint_freq=0))
     checkpoint = os.path.join(result["run_dir"], "a2c_cartpole.pt")
     assert any(key.startswith("lstm.") for key in torch.load(checkpoint, weights_only=True)["model"])
@@ -185,14 +183,14 @@ def test_lstm_minibatches_are_whole_env_sequences():
 def test_amp_with_lstm_matches_float32_on_a_fixed_batch(rnn_type):
     """bfloat16 autocast on the CPU through a 6-step unroll: the A2C loss within 1% of float32's."""
     torch.manual_seed(0)
-    agent = a2c.Agent(6, gym.spaces.Discrete(3), 64, lstm=True, rnn_type=rnn_type)
+    agent = a2c.Agent(6, gym.spaces.Discrete(3), a2c.Args(lstm=True, rnn_type=rnn_type))
     x, actions, dones = torch.randn(16, 6, 6), torch.randint(0, 3, (16, 6)), (torch.rand(16, 6) < 0.2).float()
     advantages, returns = torch.randn(16, 6), torch.randn(16, 6)
     state = agent.initial_state(16, torch.device("cpu"))
 
     def loss():
         logprobs, entropy, values = agent.get_logprob_entropy_value(x, actions, state, dones)
-        return a2c.a2c_loss(logprobs, entropy, values, advantages, returns, 0.5, 0.01)[0]
+        return a2c.a2c_loss(logprobs, entropy, values, advantages, returns, vf_coef=0.5, ent_coef=0.01)[0]
 
     full = loss()
     with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -3,7 +3,6 @@ agent, emulated episode ends), GAE by hand and against plain per-trajectory GAE,
 truncation bootstrapping through PufferLib's emulation, smoke/resume/Ctrl-C/dead-worker runs and learning.
 """
 
-import dataclasses
 import os
 import signal
 import subprocess
@@ -25,15 +24,24 @@ from ppo_puffer_async import (
     Args,
     EpisodeStats,
     Experience,
+    args_for,
     compute_gae,
     evaluate,
-    prio_beta,
     rollout,
     sample_minibatches,
     train,
 )
 
 CPU = torch.device("cpu")
+
+
+def same(a, b) -> bool:
+    """Equal, bit for bit: tensors, and dicts or lists of them."""
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return torch.equal(a, b) if torch.is_tensor(a) else a == b
 
 
 def scalars(run_dir):
@@ -146,7 +154,8 @@ def test_rows_hold_consecutive_steps_of_one_agent_whatever_the_group_order():
     env.async_reset()
     timers, saw_absent = dict(env=0.0, inference=0.0), False
     for _ in range(3):  # later rollouts start mid-episode, with groups in flight
-        rollout(env, policy, experience, EpisodeStats(6, env.autoreset), gamma, 1.0, None, CPU, timers)
+        rollout(env, policy, experience, EpisodeStats(6, env.autoreset), gamma=gamma, reward_scale=1.0,
+                reward_clamp=None, device=CPU, timers=timers)  # fmt: skip
         # it ended at exactly the recv that filled the last row, and no row overfilled
         assert fills[-1] == (env.recvs, segments) and all(f < segments for _, f in fills[:-1])
         fills.clear()
@@ -201,8 +210,9 @@ def test_masked_steps_carry_no_loss():
     zero = torch.zeros(1, 3)
     mb = dict(logprobs=zero, values=zero, returns=zero, advantages=advantages, masks=masks)
     loss, losses = ppo_puffer_async.ppo_loss(
-        zero, torch.tensor([[0.0, 0.0, 50.0]]), zero, mb, None, (0.2, 100.0, 1.0, 0.0)
-    )
+        zero, torch.tensor([[0.0, 0.0, 50.0]]), zero, mb, weights=None, clip_coef=0.2, vf_clip_coef=100.0, vf_coef=1.0,
+        ent_coef=0.0
+    )  # fmt: skip
     pg_loss, v_loss = losses["policy_loss"], losses["value_loss"]
     assert pg_loss.item() == pytest.approx(-1.5) and v_loss.item() == pytest.approx(0.0)
     normalized = ppo_puffer_async.normalize_advantages(advantages, masks)
@@ -261,7 +271,7 @@ def test_row_gae_equals_plain_gae_over_each_agents_whole_trajectory():
                 next_row[s], next_value[s] = int(slots[a, j + 1]), float(traj_v[a, (j + 1) * horizon])
             else:
                 next_value[s] = float(last_v[a])
-    advantages, _ = compute_gae(rewards, values, dones, next_value, gamma, lam, next_row)
+    advantages, _ = compute_gae(rewards, values, dones, next_value, gamma, lam, next_row=next_row)
     for a in range(agents):
         expected = plain_gae(traj_r[a], traj_v[a], traj_d[a], last_v[a], gamma, lam)
         got = torch.cat([advantages[s] for s in slots[a]]).numpy()
@@ -299,10 +309,29 @@ def test_alpha_one_samples_rows_in_proportion_to_their_advantage_sums():
     torch.testing.assert_close(weights, (1 / p) / (1 / p).max())
 
 
-def test_beta_anneals_to_exactly_one():
-    assert prio_beta(0.2, 1, 10) == pytest.approx(0.2)
-    assert prio_beta(0.2, 10, 10) == 1.0
-    assert prio_beta(0.2, 1, 1) == 1.0
+def test_every_schedule_goes_on_from_where_an_extended_run_left_it(tmp_path, monkeypatch):
+    """The learning rate, the entropy bonus (--anneal-ent) and the importance-weight exponent (prioritized rows) of
+    a finished 3-update run extended to 5: each goes on from the value its last update used, to its end at the new
+    last update (lr: 0 after it; ent_coef: 0 at it; beta: exactly 1 at it), instead of restarting its schedule."""
+    monkeypatch.chdir(tmp_path)
+    flags = dict(learning_rate=1e-3, ent_coef=0.2, prio_alpha=0.5, prio_beta0=0.2, **TINY_TETRIS)
+    first = train(Args(total_timesteps=3 * 128, **flags))
+    train(Args(resume=first["checkpoint"], total_timesteps=5 * 128))
+    tags = scalars(first["run_dir"])
+    lr, ent, beta = ([v for _, v in tags[f"charts/{key}"]] for key in ("learning_rate", "ent_coef", "prio_beta"))
+    np.testing.assert_allclose(lr, [1e-3, 2e-3 / 3, 1e-3 / 3, 1e-3 / 3, 1e-3 / 6], rtol=1e-6)
+    np.testing.assert_allclose(ent, [0.2, 0.1, 0.0, 0.0, 0.0], atol=1e-7)  # it had reached 0: it stays there
+    np.testing.assert_allclose(beta, [0.2, 0.6, 1.0, 1.0, 1.0], rtol=1e-6)  # it had reached 1: it stays there
+    second = train(Args(total_timesteps=2 * 128, exp_name="short", **flags))  # a shorter run, extended twice over
+    train(Args(resume=second["checkpoint"], total_timesteps=4 * 128))
+    tags = scalars(second["run_dir"])
+    np.testing.assert_allclose([v for _, v in tags["charts/ent_coef"]], [0.2, 0.0, 0.0, 0.0], atol=1e-7)
+    third = train(Args(total_timesteps=4 * 128, exp_name="third", **{**flags, "checkpoint_freq": 1}))
+    ckpt = torch.load(third["checkpoint"], weights_only=True)
+    assert ckpt["schedule"] == {"update": 0, "learning_rate": 1e-3, "ent_coef": 0.2, "prio_beta": 0.2}
+    assert ckpt["rates"]["ent_coef"] == pytest.approx(0.0, abs=1e-12) and ckpt["rates"]["prio_beta"] == pytest.approx(
+        1.0
+    )
 
 
 # ----- emulation: no reset artefact, truncation bootstrapped from the true final observation -----
@@ -326,17 +355,8 @@ def test_emulated_time_limit_bootstraps_the_final_observation_and_stores_no_rese
     experience = Experience(2, 12, 2, 4, CPU)
     try:
         vecenv.async_reset(3)
-        rollout(
-            vecenv,
-            policy,
-            experience,
-            EpisodeStats(2, vecenv.autoreset),
-            0.99,
-            1.0,
-            None,
-            CPU,
-            dict(env=0.0, inference=0.0),
-        )
+        rollout(vecenv, policy, experience, EpisodeStats(2, vecenv.autoreset), gamma=0.99, reward_scale=1.0,
+                reward_clamp=None, device=CPU, timers=dict(env=0.0, inference=0.0))  # fmt: skip
     finally:
         vecenv.close()
     # the same games by hand: env i seeded 3 + i, action 0, reset unseeded after each end
@@ -398,8 +418,8 @@ def test_tetris_smoke_run_writes_events_and_checkpoint(tmp_path, monkeypatch, ba
 
 
 def test_entropy_coefficient_anneals_linearly_to_zero(tmp_path, monkeypatch):
-    """Tetris's default --anneal-ent True: --ent-coef at the first update, 0 at the last, linear between;
-    with --anneal-ent False (the other envs' default) it stays put."""
+    """Tetris's default --anneal-ent: --ent-coef at the first update, 0 at the last, linear between;
+    with --no-anneal-ent (the other envs' default) it stays put."""
     monkeypatch.chdir(tmp_path)
     result = train(Args(total_timesteps=5 * 128, ent_coef=0.2, **TINY_TETRIS))
     assert [round(v, 6) for _, v in scalars(result["run_dir"])["charts/ent_coef"]] == [0.2, 0.15, 0.1, 0.05, 0.0]
@@ -407,21 +427,23 @@ def test_entropy_coefficient_anneals_linearly_to_zero(tmp_path, monkeypatch):
     assert [v for _, v in scalars(result["run_dir"])["charts/ent_coef"]] == pytest.approx([0.1] * 3)
 
 
-def test_checkpoints_saved_before_a_flag_existed_keep_how_they_trained():
-    """Gymnasium runs now default to a tanh encoder and Tetris to an annealed entropy bonus; a checkpoint whose
-    saved flags predate --activation and --anneal-ent was trained with ReLU and a constant bonus, and must be
-    evaluated and resumed that way, not with today's defaults."""
-    from common.run import saved_args
-
-    for env_id, flag, today, before in [
-        ("CartPole-v1", "activation", "tanh", "relu"),
-        ("tetris", "anneal_ent", True, False),
-    ]:
-        saved = dataclasses.asdict(ppo_puffer_async.with_env_defaults(Args(env_id=env_id)))
-        assert saved[flag] == today
-        assert getattr(saved_args(Args, {"args": saved}, "--resume", "new.pt"), flag) == today
-        del saved[flag]
-        assert getattr(saved_args(Args, {"args": saved}, "--resume", "old.pt"), flag) == before
+def test_args_show_tetris_defaults_and_each_env_gets_its_own():
+    """Args holds Tetris's set; args_for gives another env's, and the defaults that follow other flags follow them."""
+    assert Args() == args_for("tetris")
+    cartpole = args_for("CartPole-v1")
+    assert (cartpole.activation, cartpole.norm_obs, cartpole.anneal_ent, cartpole.torch_threads) == (
+        "tanh",
+        True,
+        False,
+        1,
+    )
+    assert args_for("HalfCheetah-v5").separate_critic and not args_for("HalfCheetah-v5", lstm=True).separate_critic
+    assert args_for("HalfCheetah-v5", lstm=True, separate_critic=True).separate_critic  # given: it wins
+    assert args_for("mpe-spread").num_workers == 2 and args_for("mpe-spread", backend="Serial").num_workers == 1
+    monkeypatch = pytest.MonkeyPatch()
+    with monkeypatch.context() as m:
+        m.setenv("WORLD_SIZE", "2")  # a torchrun rank: one torch thread unless given
+        assert args_for("tetris").torch_threads == 1 and args_for("tetris", torch_threads=2).torch_threads == 2
 
 
 def test_async_workers_give_the_same_run_twice(tmp_path, monkeypatch):
@@ -435,7 +457,7 @@ def test_async_workers_give_the_same_run_twice(tmp_path, monkeypatch):
     for attempt in ("first", "second"):
         (tmp_path / attempt).mkdir()
         monkeypatch.chdir(tmp_path / attempt)
-        runs.append(scalars(train(Args(**flags))["run_dir"]))
+        runs.append(scalars(train(args_for(**flags))["run_dir"]))
     for tag in ("losses/policy_loss", "losses/value_loss", "charts/episodic_return", "eval/return_mean"):
         assert runs[0][tag] == runs[1][tag], tag
 
@@ -457,7 +479,7 @@ def test_any_pettingzoo_parallel_env_through_its_module_path(tmp_path, monkeypat
     np.testing.assert_array_equal(obs[2:4], np.stack([first[agent] for agent in raw.possible_agents]))
     monkeypatch.chdir(tmp_path)
     result = train(
-        Args(
+        args_for(
             env_id="mpe2.simple_reference_v3",
             env_kwargs="max_cycles=10",
             num_envs=4,
@@ -492,7 +514,7 @@ def test_pettingzoo_envs_that_cannot_run_are_one_line(env_id, kwargs, words):
 def test_mpe_spread_smoke_run_counts_agent_steps(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = train(
-        Args(env_id="mpe-spread", num_envs=4, horizon=25, total_timesteps=2 * 300, num_minibatches=2, checkpoint_freq=0)
+        args_for("mpe-spread", num_envs=4, horizon=25, total_timesteps=2 * 300, num_minibatches=2, checkpoint_freq=0)
     )
     tags = scalars(result["run_dir"])
     assert [s for s, _ in tags["charts/agent_steps"]] == [300, 600]
@@ -503,25 +525,54 @@ def test_mpe_spread_smoke_run_counts_agent_steps(tmp_path, monkeypatch):
     assert not psutil.Process().children()
 
 
-def test_resume_after_ctrl_c_keeps_the_total_and_replays_the_lr_schedule(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+def test_ctrl_c_mid_update_saves_that_update_whole_and_a_second_one_saves_nothing(tmp_path, monkeypatch):
+    """Ctrl-C (a real SIGINT) while update 3 collects its rollout: update 3 finishes, and the run saves exactly what
+    an uninterrupted run holds after update 3 (weights, optimizer, RNG, schedules), labelled update 3, and stops.
+    Resumed (--resume, no --total-timesteps: the saved total), its schedules go on as the uninterrupted run's. A
+    second Ctrl-C stops at once: the half-done update is dropped and the file is untouched."""
+    from common import checkpoint as checkpoint_module
+
+    (tmp_path / "whole").mkdir(), (tmp_path / "split").mkdir()
+    monkeypatch.chdir(tmp_path / "whole")
+    real_save, after_update_3 = checkpoint_module.save_checkpoint, {}
+
+    def keep_update_3(path, payload):
+        real_save(path, payload)
+        if payload["update"] == 3:
+            after_update_3.update(torch.load(path, weights_only=True))
+
+    with monkeypatch.context() as m:
+        m.setattr(checkpoint_module, "save_checkpoint", keep_update_3)
+        whole = scalars(train(Args(total_timesteps=5 * 128, **{**TINY_TETRIS, "checkpoint_freq": 1}))["run_dir"])
+    monkeypatch.chdir(tmp_path / "split")
     real_rollout, calls = ppo_puffer_async.rollout, []
 
-    def interrupted_rollout(*args, **kwargs):
+    def rollout_with_ctrl_c(*args, presses=1, **kwargs):
         calls.append(1)
         if len(calls) == 3:
-            raise KeyboardInterrupt
+            for _ in range(presses):
+                signal.raise_signal(signal.SIGINT)
         return real_rollout(*args, **kwargs)
 
-    monkeypatch.setattr(ppo_puffer_async, "rollout", interrupted_rollout)
-    first = train(Args(total_timesteps=4 * 128, **TINY_TETRIS))
-    assert first["interrupted"] and first["update"] == 2
+    monkeypatch.setattr(ppo_puffer_async, "rollout", rollout_with_ctrl_c)
+    first = train(Args(total_timesteps=5 * 128, **TINY_TETRIS))
+    assert first["interrupted"] and first["update"] == 3
+    saved = torch.load(first["checkpoint"], weights_only=True)
+    assert saved["update"] == 3 and saved["rates"] == after_update_3["rates"]
+    for key in ("model", "optimizer", "torch_rng_state"):
+        assert same(saved[key], after_update_3[key]), key
     monkeypatch.setattr(ppo_puffer_async, "rollout", real_rollout)
-    resumed = train(Args(resume=first["checkpoint"]))  # no --total-timesteps: the saved run's own
-    assert resumed["global_step"] == 512 and resumed["run_dir"] == first["run_dir"]
-    lrs = scalars(first["run_dir"])["charts/learning_rate"]
-    assert [s for s, _ in lrs] == [128, 256, 384, 512]
-    np.testing.assert_allclose([v for _, v in lrs], [3e-3, 2.25e-3, 1.5e-3, 7.5e-4], rtol=1e-6)  # Tetris: 3e-3
+    ppo_puffer_async.main(["--resume", first["checkpoint"]])  # no --total-timesteps: the saved run's own
+    split = scalars(first["run_dir"])
+    assert [step for step, _ in split["charts/learning_rate"]] == [128 * u for u in range(1, 6)]
+    for tag in ("charts/learning_rate", "charts/ent_coef"):
+        assert split[tag] == whole[tag], tag
+    saved_at = os.stat(first["checkpoint"]).st_mtime_ns
+    calls.clear()
+    monkeypatch.setattr(ppo_puffer_async, "rollout", lambda *a, **k: rollout_with_ctrl_c(*a, presses=2, **k))
+    with pytest.raises(KeyboardInterrupt, match="the checkpoint of step 640 is kept"):
+        train(Args(resume=first["checkpoint"], total_timesteps=10 * 128))
+    assert os.stat(first["checkpoint"]).st_mtime_ns == saved_at  # the half-done update was dropped
 
 
 def test_resume_with_a_larger_total_goes_on_from_the_last_rate(tmp_path, monkeypatch):
@@ -532,7 +583,7 @@ def test_resume_with_a_larger_total_goes_on_from_the_last_rate(tmp_path, monkeyp
         match=r"that run is finished\) adds no update to the checkpoint's 256 steps .*"
         r"pass --total-timesteps 384 or more",
     ):
-        train(Args(resume=first["checkpoint"]))
+        train(Args(resume=first["checkpoint"], total_timesteps=2 * 128))
     train(Args(resume=first["checkpoint"], total_timesteps=4 * 128))
     lrs = [v for _, v in scalars(first["run_dir"])["charts/learning_rate"]]
     np.testing.assert_allclose(lrs, [3e-3, 1.5e-3, 1.5e-3, 7.5e-4], rtol=1e-6)  # no jump at the resume
@@ -564,7 +615,7 @@ def test_tetris_gives_torch_both_cores_and_the_flag_wins(tmp_path, monkeypatch):
     before = torch.get_num_threads()
     try:
         for env_id, flags, threads in [("tetris", {}, 2), ("tetris", dict(torch_threads=1), 1), ("CartPole-v1", {}, 1)]:
-            train(Args(env_id=env_id, num_envs=8, total_timesteps=8 * 64, checkpoint_freq=0, **flags))
+            train(args_for(env_id, num_envs=8, total_timesteps=8 * 64, checkpoint_freq=0, **flags))
             assert torch.get_num_threads() == threads, (env_id, flags)
     finally:
         torch.set_num_threads(before)
@@ -574,8 +625,8 @@ def test_cartpole_learns_quickly(tmp_path, monkeypatch):
     """CartPole-v1 with the Gymnasium defaults (8 envs x 64 steps): greedy eval of 10 episodes reaches 475
     after 80k steps (in the benchmark's 500k-step runs every evaluation of seeds 1-3, from 25k on, is 500)."""
     monkeypatch.chdir(tmp_path)
-    result = train(Args(env_id="CartPole-v1", total_timesteps=80_000, checkpoint_freq=0, seed=1))
-    stats = evaluate(result["policy"], result["args"], 10, seed=123, device=CPU, obs_rms=result["obs_rms"])
+    result = train(args_for("CartPole-v1", total_timesteps=80_000, checkpoint_freq=0, seed=1))
+    stats = evaluate(result["policy"], result["args"], result["obs_rms"], episodes=10, seed=123, device=CPU)
     assert stats["return"].mean() >= 475, stats["return"]
 
 
@@ -584,8 +635,8 @@ def test_gymnasium_defaults_learn_acrobot(tmp_path, monkeypatch):
     old CartPole-tuned defaults stayed there on 2 seeds of 3) is better than -150 (10 greedy episodes) after 100k
     steps. In the benchmark's 500k-step runs every seed evaluates better than -100 from 50k steps on."""
     monkeypatch.chdir(tmp_path)
-    result = train(Args(env_id="Acrobot-v1", total_timesteps=100_000, checkpoint_freq=0, seed=1))
-    stats = evaluate(result["policy"], result["args"], 10, seed=123, device=CPU, obs_rms=result["obs_rms"])
+    result = train(args_for("Acrobot-v1", total_timesteps=100_000, checkpoint_freq=0, seed=1))
+    stats = evaluate(result["policy"], result["args"], result["obs_rms"], episodes=10, seed=123, device=CPU)
     assert stats["return"].mean() >= -150, stats["return"]
 
 
@@ -595,8 +646,8 @@ def test_gymnasium_defaults_reach_the_mountaincar_flag(tmp_path, monkeypatch):
     after 150k steps. Measured: seeds 1 / 2 / 3 give -150.0 / -141.0 / -148.2, the policy after one update -200
     (and -119.1 for seed 1 after 250k)."""
     monkeypatch.chdir(tmp_path)
-    result = train(Args(env_id="MountainCar-v0", total_timesteps=150_000, checkpoint_freq=0, seed=1))
-    stats = evaluate(result["policy"], result["args"], 10, seed=123, device=CPU, obs_rms=result["obs_rms"])
+    result = train(args_for("MountainCar-v0", total_timesteps=150_000, checkpoint_freq=0, seed=1))
+    stats = evaluate(result["policy"], result["args"], result["obs_rms"], episodes=10, seed=123, device=CPU)
     assert stats["return"].mean() >= -175, stats["return"]
 
 
@@ -684,7 +735,8 @@ def test_ctrl_c_saves_exits_130_and_leaves_no_workers(tmp_path):
 
 
 def test_a_killed_worker_ends_the_run_with_a_message(tmp_path):
-    proc, workers = start_run(tmp_path)
+    """A worker killed mid-update: one line naming it and the last save (the half-done update is not saved)."""
+    proc, workers = start_run(tmp_path, "--checkpoint-freq", "1")
     try:
         os.kill(workers[1].pid, signal.SIGKILL)
         start = time.time()
@@ -694,7 +746,8 @@ def test_a_killed_worker_ends_the_run_with_a_message(tmp_path):
     assert time.time() - start < 10
     assert proc.returncode == 1
     assert "error: worker" in err and "SIGKILL" in err and "Traceback" not in err, err
-    assert len(err.strip().splitlines()) == 1 and "; saved runs/" in err and "continue with --resume runs/" in err
+    assert len(err.strip().splitlines()) == 1 and "; the checkpoint of step " in err and "is kept" in err, err
+    assert "continue with --resume runs/" in err
     gone, alive = psutil.wait_procs(workers, timeout=5)
     assert not alive
     (run,) = os.listdir(tmp_path / "runs")
@@ -724,23 +777,16 @@ def lstm_rollout(env_id, backend="Serial", async_factor=2, **env_kwargs):
     """A rollout of a fresh LSTM policy on `env_id` with episode ends inside rows; returns (policy, experience)."""
     torch.manual_seed(0)
     vecenv = make_puffer_vecenv(env_id, 4, seed=5, backend=backend, async_factor=async_factor, **env_kwargs)
-    obs_dim, num_actions = vecenv.single_observation_space.shape[0], int(vecenv.single_action_space.n)
-    policy = ppo_puffer_async.Policy(obs_dim, num_actions, 32, lstm_hidden_size=16)
+    obs_dim = vecenv.single_observation_space.shape[0]
+    policy = ppo_puffer_async.Policy(
+        obs_dim, vecenv.single_action_space, Args(hidden_size=32, lstm=True, lstm_hidden_size=16)
+    )
     experience = Experience(2 * vecenv.num_agents, 12, vecenv.num_agents, obs_dim, CPU, state_size=16)
     try:
         vecenv.async_reset(5)
         for _ in range(2):  # the second rollout starts from states carried over
-            rollout(
-                vecenv,
-                policy,
-                experience,
-                EpisodeStats(vecenv.num_agents, vecenv.autoreset),
-                0.99,
-                1.0,
-                None,
-                CPU,
-                dict(env=0.0, inference=0.0),
-            )
+            rollout(vecenv, policy, experience, EpisodeStats(vecenv.num_agents, vecenv.autoreset), gamma=0.99,
+                    reward_scale=1.0, reward_clamp=None, device=CPU, timers=dict(env=0.0, inference=0.0))  # fmt: skip
     finally:
         vecenv.close()
     return policy, experience
@@ -769,7 +815,7 @@ def test_lstm_update_replays_exactly_what_the_rollout_saw(env_id, env_kwargs, bu
 
 def test_lstm_outputs_after_an_episode_start_ignore_everything_before_it():
     torch.manual_seed(0)
-    policy = ppo_puffer_async.Policy(3, 2, 8, lstm_hidden_size=4)
+    policy = ppo_puffer_async.Policy(3, gym.spaces.Discrete(2), Args(hidden_size=8, lstm=True, lstm_hidden_size=4))
     obs = torch.randn(2, 10, 3)
     starts = torch.zeros(2, 10, dtype=torch.bool)
     starts[:, 6] = True
@@ -787,7 +833,7 @@ def test_lstm_outputs_after_an_episode_start_ignore_everything_before_it():
 def gradient_reach(burn_in=0, tbptt=0, loss_step=9):
     """Which steps' observations get gradient from the value at `loss_step` (a hand-checkable graph)."""
     torch.manual_seed(0)
-    policy = ppo_puffer_async.Policy(3, 2, 8, lstm_hidden_size=4)
+    policy = ppo_puffer_async.Policy(3, gym.spaces.Discrete(2), Args(hidden_size=8, lstm=True, lstm_hidden_size=4))
     obs = torch.randn(1, 10, 3, requires_grad=True)
     _, values = policy.unroll(
         obs, policy.initial_state(1, CPU), torch.zeros(1, 10, dtype=torch.bool), burn_in=burn_in, tbptt=tbptt
@@ -812,8 +858,10 @@ def test_lambda_returns_agree_with_gae_for_a_state_value_critic():
     for links in (None, next_row):
         if links is not None:  # as in the buffer: a linked row's next value is its successor's first value
             next_value = torch.where(links >= 0, values[links.clamp(min=0), 0], next_value)
-        gae, gae_returns = compute_gae(rewards, values, dones, next_value, 0.97, 0.9, links)
-        lam, lam_returns = ppo_puffer_async.compute_lambda_returns(rewards, values, dones, next_value, 0.97, 0.9, links)
+        gae, gae_returns = compute_gae(rewards, values, dones, next_value, 0.97, 0.9, next_row=links)
+        lam, lam_returns = ppo_puffer_async.compute_lambda_returns(
+            rewards, values, dones, next_value, 0.97, 0.9, next_row=links
+        )
         torch.testing.assert_close(lam, gae, atol=1e-5, rtol=0)
         torch.testing.assert_close(lam_returns, gae_returns, atol=1e-5, rtol=0)
 
@@ -825,6 +873,8 @@ def test_lstm_learns_cartpole_novel_where_the_mlp_cannot(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     finals = {}
     for lstm in (True, False):
-        result = train(Args(env_id="cartpole-novel", lstm=lstm, seed=1, checkpoint_freq=0))
-        finals[lstm] = evaluate(result["policy"], result["args"], 10, seed=123, device=CPU)["return"].mean()
+        result = train(args_for("cartpole-novel", lstm=lstm, seed=1, checkpoint_freq=0))
+        finals[lstm] = evaluate(result["policy"], result["args"], None, episodes=10, seed=123, device=CPU)[
+            "return"
+        ].mean()
     assert finals[True] >= 475 and finals[False] <= 100, finals

@@ -14,14 +14,15 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from torch.distributions import Categorical, Independent, Normal
 
 import ppo_puffer_async
+from common import run
 from common.puffer_envs import make_puffer_vecenv
-from ppo_puffer_async import Args, Policy, evaluate, to_env, train
+from ppo_puffer_async import Args, Policy, args_for, evaluate, to_env, train
 
 CPU = torch.device("cpu")
 
 
 def test_gaussian_logprob_and_entropy_by_hand_and_against_torch():
-    policy = Policy(3, 2, 8, continuous=True)
+    policy = Policy(3, gym.spaces.Box(-1.0, 1.0, (2,)), Args(hidden_size=8))
     with torch.no_grad():
         policy.log_std.copy_(torch.tensor([-0.5, 0.3]))
     mean, actions = torch.randn(5, 2), torch.randn(5, 2)
@@ -38,7 +39,7 @@ def test_gaussian_logprob_and_entropy_by_hand_and_against_torch():
 
 def test_box_actions_are_scored_as_sampled_and_clipped_only_for_the_env():
     torch.manual_seed(0)
-    policy = Policy(3, 2, 8, continuous=True)
+    policy = Policy(3, gym.spaces.Box(-1.0, 1.0, (2,)), Args(hidden_size=8))
     with torch.no_grad():
         policy.log_std.fill_(1.0)  # std e: most samples fall outside [-1, 1]
     out = torch.zeros(1000, 2)
@@ -54,7 +55,7 @@ def test_box_actions_are_scored_as_sampled_and_clipped_only_for_the_env():
 def test_multidiscrete_logprobs_and_entropies_are_sums_over_dimensions():
     torch.manual_seed(0)
     nvec = [3, 2, 4]
-    policy = Policy(3, nvec, 8)
+    policy = Policy(3, gym.spaces.MultiDiscrete(nvec), Args(hidden_size=8))
     out, actions = torch.randn(6, 9), torch.stack([torch.randint(0, n, (6,)) for n in nvec], -1)
     logprobs, entropy = policy.logprob_and_entropy(out, actions)
     dists = [Categorical(logits=x) for x in out.split(nvec, -1)]
@@ -108,8 +109,8 @@ def test_multidiscrete_actions_on_dict_observations_learn(tmp_path, monkeypatch)
     vecenv = make_puffer_vecenv("MatchTheCards-v0", 2, seed=0)
     assert vecenv.single_observation_space.shape == (5,) and list(vecenv.single_action_space.nvec) == [3, 2]
     vecenv.close()
-    result = train(Args(env_id="MatchTheCards-v0", total_timesteps=30_000, checkpoint_freq=0, reward_scale=1.0))
-    stats = evaluate(result["policy"], result["args"], 10, seed=123, device=CPU, obs_rms=result["obs_rms"])
+    result = train(args_for(env_id="MatchTheCards-v0", total_timesteps=30_000, checkpoint_freq=0, reward_scale=1.0))
+    stats = evaluate(result["policy"], result["args"], result["obs_rms"], episodes=10, seed=123, device=CPU)
     assert stats["return"].mean() >= 19, stats["return"]
 
 
@@ -118,19 +119,19 @@ def test_discrete_observations_learn_cliffwalking(tmp_path, monkeypatch):
     Gymnasium defaults with an entropy bonus of 0.05 walk to the goal in at most 17 steps (seed 1: 15) after 60k
     steps; without the bonus (the default 0) a policy learns to stay off the cliff and never reaches the goal."""
     monkeypatch.chdir(tmp_path)
-    result = train(Args(env_id="CliffWalking-v1", total_timesteps=60_000, checkpoint_freq=0, ent_coef=0.05))
-    stats = evaluate(result["policy"], result["args"], 10, seed=123, device=CPU, obs_rms=result["obs_rms"])
+    result = train(args_for(env_id="CliffWalking-v1", total_timesteps=60_000, checkpoint_freq=0, ent_coef=0.05))
+    stats = evaluate(result["policy"], result["args"], result["obs_rms"], episodes=10, seed=123, device=CPU)
     assert stats["return"].mean() >= -17, stats["return"]
 
 
 def test_an_evaluation_without_a_time_limit_ends_at_the_step_cap():
     """A policy that only walks up never reaches CliffWalking's goal: each episode is truncated at --eval-max-steps."""
-    policy = Policy(48, 4, 8)
+    policy = Policy(48, gym.spaces.Discrete(4), Args(hidden_size=8))
     with torch.no_grad():
         policy.actor.weight.zero_()
         policy.actor.bias.copy_(torch.tensor([1.0, 0.0, 0.0, 0.0]))  # 0: up
-    args = ppo_puffer_async.with_env_defaults(Args(env_id="CliffWalking-v1", eval_max_steps=50))
-    stats = evaluate(policy, args, 3, seed=0, device=CPU)
+    args = args_for("CliffWalking-v1", eval_max_steps=50)
+    stats = evaluate(policy, args, None, episodes=3, seed=0, device=CPU)
     assert list(stats["length"]) == [50, 50, 50] and list(stats["return"]) == [-50, -50, -50]
 
 
@@ -139,16 +140,16 @@ def test_continuous_defaults_learn_inverted_pendulum(tmp_path, monkeypatch):
     Gaussian's mean keeps it up for at least 900 steps after 60k steps of training (it does for all 1,000 from 40k on;
     an untrained policy: 18-35 steps)."""
     monkeypatch.chdir(tmp_path)
-    result = train(Args(env_id="InvertedPendulum-v5", total_timesteps=60_000, checkpoint_freq=0))
-    stats = evaluate(result["policy"], result["args"], 5, seed=123, device=CPU, obs_rms=result["obs_rms"])
+    result = train(args_for(env_id="InvertedPendulum-v5", total_timesteps=60_000, checkpoint_freq=0))
+    stats = evaluate(result["policy"], result["args"], result["obs_rms"], episodes=5, seed=123, device=CPU)
     assert stats["return"].mean() >= 900, stats["return"]
 
 
 def test_box_actions_get_the_continuous_defaults_and_lstm_keeps_a_shared_critic():
-    defaults = ppo_puffer_async.env_defaults("Pendulum-v1")
-    assert defaults["separate_critic"] and defaults["norm_reward"] and defaults["learning_rate"] == 3e-4
-    assert not ppo_puffer_async.env_defaults("CartPole-v1")["separate_critic"]
-    assert not ppo_puffer_async.with_env_defaults(Args(env_id="Pendulum-v1", lstm=True)).separate_critic
+    defaults = args_for("Pendulum-v1")
+    assert defaults.separate_critic and defaults.norm_reward and defaults.learning_rate == 3e-4
+    assert not args_for("CartPole-v1").separate_critic
+    assert not args_for("Pendulum-v1", lstm=True).separate_critic
 
 
 @pytest.mark.parametrize("lstm", [False, True])
@@ -160,12 +161,14 @@ def test_pettingzoo_agents_with_box_actions_and_discrete_observations(tmp_path, 
     assert vecenv.num_agents == 4 and vecenv.single_observation_space.shape == (4,)
     vecenv.close()
     flags = dict(num_envs=4, horizon=25, num_minibatches=2, checkpoint_freq=0, eval_episodes=2, lstm=lstm)
-    result = train(Args(env_id="mpe-spread", env_kwargs="continuous_actions=True", total_timesteps=2 * 300, **flags))
+    result = train(
+        args_for(env_id="mpe-spread", env_kwargs="continuous_actions=True", total_timesteps=2 * 300, **flags)
+    )
     assert result["policy"].log_std is not None
     events = EventAccumulator(result["run_dir"], size_guidance={"scalars": 0})
     events.Reload()
     assert [e.value for e in events.Scalars("charts/action_std")] == pytest.approx([1.0, 1.0], abs=0.01)
-    result = train(Args(env_id="pettingzoo.classic.rps_v2", total_timesteps=2 * 200, **flags))
+    result = train(args_for(env_id="pettingzoo.classic.rps_v2", total_timesteps=2 * 200, **flags))
     assert result["policy"].log_std is None and result["policy"].encoder[0].in_features == 4
 
 
@@ -188,11 +191,12 @@ def test_a_continuous_run_evaluates_from_its_checkpoint_and_resumes(tmp_path, mo
     critic): --eval-checkpoint plays what the policy in memory plays on the same seed, and --resume goes on."""
     monkeypatch.chdir(tmp_path)
     flags = dict(env_id="Pendulum-v1", num_envs=2, horizon=16, batch_size=64, num_minibatches=2, eval_episodes=2)
-    result = train(Args(total_timesteps=2 * 64, seed=3, **flags))
+    result = train(args_for(total_timesteps=2 * 64, seed=3, **flags))
     assert result["policy"].critic_encoder is not None and result["args"].eval_max_steps == 1_000
     with torch.no_grad():
-        again = ppo_puffer_async.evaluate_checkpoint(Args(eval_checkpoint=result["checkpoint"], eval_episodes=2))
-    final = evaluate(result["policy"], result["args"], 2, seed=1 + 10_000, device=CPU, obs_rms=result["obs_rms"])
+        argv = ["--eval-checkpoint", result["checkpoint"], "--eval-episodes", "2"]  # as the command line gives it
+        again = ppo_puffer_async.evaluate_checkpoint(run.parse_args(Args, "ppo_puffer_async", argv, args_for))
+    final = evaluate(result["policy"], result["args"], result["obs_rms"], episodes=2, seed=1 + 10_000, device=CPU)
     np.testing.assert_allclose(again["return"], final["return"])
     resumed = train(Args(resume=result["checkpoint"], total_timesteps=4 * 64))
     assert resumed["global_step"] == 4 * 64
@@ -239,8 +243,6 @@ def test_pettingzoo_agents_with_multidiscrete_actions_on_dict_observations_learn
     assert vecenv.num_agents == 4 and vecenv.single_observation_space.shape == (5,)
     vecenv.close()
     flags = dict(num_envs=8, backend="Serial", async_factor=1, num_workers=1, update_epochs=4, learning_rate=1e-3)
-    result = train(
-        Args(env_id="pz_test.match_the_cards_together_v0", total_timesteps=40_000, checkpoint_freq=0, **flags)
-    )
-    stats = evaluate(result["policy"], result["args"], 5, seed=123, device=CPU, obs_rms=result["obs_rms"])
+    result = train(args_for("pz_test.match_the_cards_together_v0", total_timesteps=40_000, checkpoint_freq=0, **flags))
+    stats = evaluate(result["policy"], result["args"], result["obs_rms"], episodes=5, seed=123, device=CPU)
     assert stats["return"].mean() >= 18, stats["return"]

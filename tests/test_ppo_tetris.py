@@ -108,7 +108,7 @@ def test_rollout_bootstraps_truncation_from_the_final_observation(backend, num_w
         obs, _ = envs.reset(seed=0)
         storage = make_storage(4, 4, 234, torch.device("cpu"))
         timers = dict(env=0.0, inference=0.0)
-        collect_rollout(envs, agent, torch.as_tensor(obs), storage, 0.99, torch.device("cpu"), timers)
+        collect_rollout(envs, agent, torch.as_tensor(obs), storage, 0.99, timers)
     finally:
         envs.close()
         for worker in getattr(envs, "processes", ()):
@@ -134,18 +134,10 @@ def test_ppo_loss_hand_computed_clipping_active_and_inactive():
     new_values = torch.tensor([0.5, -0.1, 0.1, 0.0])
     returns = torch.tensor([1.0, 1.0, -1.0, 0.0])
     entropy = torch.ones(4)
+    rollout = dict(logprobs=old_logprobs, values=old_values, returns=returns, advantages=advantages)
+    coefs = dict(clip_coef=0.2, vf_coef=0.5, ent_coef=0.01)
     loss, pg_loss, v_loss, entropy_mean, approx_kl, clipfrac = ppo_loss(
-        new_logprobs,
-        old_logprobs,
-        advantages,
-        new_values,
-        old_values,
-        returns,
-        entropy,
-        clip_coef=0.2,
-        clip_vloss=True,
-        vf_coef=0.5,
-        ent_coef=0.01,
+        new_logprobs, new_values, entropy, rollout, clip_vloss=True, **coefs
     )
     assert pg_loss.item() == pytest.approx((-1.2 - 0.5 + 0.8 + 1.1) / 4)
     assert clipfrac.item() == pytest.approx(0.75)  # |r - 1| > 0.2 for three of four
@@ -155,37 +147,16 @@ def test_ppo_loss_hand_computed_clipping_active_and_inactive():
     assert loss.item() == pytest.approx(0.05 - 0.01 * 1.0 + 0.5 * 0.3825)
     kl = [(r - 1) - math.log(r) for r in (1.5, 0.5, 0.5, 1.1)]
     assert approx_kl.item() == pytest.approx(sum(kl) / 4)
-    _, _, v_unclipped, *_ = ppo_loss(
-        new_logprobs,
-        old_logprobs,
-        advantages,
-        new_values,
-        old_values,
-        returns,
-        entropy,
-        clip_coef=0.2,
-        clip_vloss=False,
-        vf_coef=0.5,
-        ent_coef=0.01,
-    )
+    _, _, v_unclipped, *_ = ppo_loss(new_logprobs, new_values, entropy, rollout, clip_vloss=False, **coefs)
     assert v_unclipped.item() == pytest.approx(0.5 * (0.25 + 1.21 + 1.21 + 0.0) / 4)
 
 
 def test_ppo_loss_without_policy_change_is_unclipped():
     logprobs = torch.tensor([-1.0, -2.0])
     advantages = torch.tensor([2.0, -1.0])
+    rollout = dict(logprobs=logprobs, values=torch.zeros(2), returns=torch.zeros(2), advantages=advantages)
     _, pg_loss, _, _, approx_kl, clipfrac = ppo_loss(
-        logprobs,
-        logprobs,
-        advantages,
-        torch.zeros(2),
-        torch.zeros(2),
-        torch.zeros(2),
-        torch.zeros(2),
-        clip_coef=0.2,
-        clip_vloss=True,
-        vf_coef=0.5,
-        ent_coef=0.0,
+        logprobs, torch.zeros(2), torch.zeros(2), rollout, clip_coef=0.2, clip_vloss=True, vf_coef=0.5, ent_coef=0.0
     )
     assert pg_loss.item() == pytest.approx(-0.5) and clipfrac.item() == 0.0 and approx_kl.item() == 0.0
 
@@ -235,21 +206,21 @@ def test_resume_continues_step_and_run_dir(tmp_path, monkeypatch):
 
 
 def interrupt_at_update(monkeypatch, update):
-    """Makes the rollout of `update` raise KeyboardInterrupt, as a Ctrl-C there would."""
+    """Makes the rollout of `update` press Ctrl-C (a real SIGINT), as a user would."""
     real_rollout, calls = ppo_tetris.collect_rollout, []
 
     def rollout(*args, **kwargs):
         calls.append(1)
         if len(calls) == update:
-            raise KeyboardInterrupt
+            signal.raise_signal(signal.SIGINT)
         return real_rollout(*args, **kwargs)
 
     monkeypatch.setattr(ppo_tetris, "collect_rollout", rollout)
 
 
 def test_resume_keeps_the_saved_total_and_replays_the_lr_schedule_exactly(tmp_path, monkeypatch):
-    """Interrupted after 2 of 4 updates, then resumed without --total-timesteps: the run ends at the saved
-    total (not the 40M default) with the same learning rates, bit for bit, as an uninterrupted run."""
+    """Ctrl-C during update 3 of 4, then resumed without --total-timesteps: the run ends at the saved total (not
+    the 40M default) with the same learning rates, bit for bit, as an uninterrupted run."""
     (tmp_path / "whole").mkdir(), (tmp_path / "split").mkdir()
     monkeypatch.chdir(tmp_path / "whole")
     whole = train(Args(total_timesteps=4 * 64, **TINY))
@@ -259,9 +230,9 @@ def test_resume_keeps_the_saved_total_and_replays_the_lr_schedule_exactly(tmp_pa
     with monkeypatch.context() as m:
         interrupt_at_update(m, 3)
         first = train(Args(total_timesteps=4 * 64, **TINY))
-    assert first["interrupted"] and first["global_step"] == 128
-    resumed = train(Args(resume=first["checkpoint"]))  # no total: the checkpoint's 256, not 40M
-    assert resumed["global_step"] == 4 * 64 and not resumed["interrupted"]
+    assert first["interrupted"] and first["global_step"] == 192  # update 3 finished, then the run stopped
+    ppo_tetris.main(["--resume", first["checkpoint"]])  # no total: the checkpoint's 256, not 40M
+    assert torch.load(first["checkpoint"], weights_only=True)["global_step"] == 4 * 64
     assert scalar_values(first["run_dir"], "charts/learning_rate") == expected
 
 
@@ -278,7 +249,7 @@ def test_resume_with_a_larger_total_continues_the_lr_without_a_jump(tmp_path, mo
     expected = [1e-3, 5e-4, 5e-4, 5e-4 * 3 / 4, 5e-4 * 2 / 4, 5e-4 * 1 / 4]
     np.testing.assert_allclose([lr for _, lr in lrs], expected, rtol=1e-6)
     ckpt = torch.load(first["checkpoint"], weights_only=True)
-    assert ckpt["args"]["total_timesteps"] == 6 * 64 and ckpt["lr_anchor"] == {"step": 128, "lr": 5e-4}
+    assert ckpt["args"]["total_timesteps"] == 6 * 64 and ckpt["schedule"] == {"update": 2, "learning_rate": 5e-4}
 
 
 def test_resume_with_no_update_left_is_a_one_line_error(tmp_path, monkeypatch):
@@ -560,10 +531,10 @@ def test_a_killed_worker_ends_the_run_with_a_one_line_error(tmp_path):
     (run,) = os.listdir(tmp_path / "runs")
     path = os.path.join("runs", run, "ppo_tetris.pt")
     step = torch.load(tmp_path / path, weights_only=True)["global_step"]
-    # one line: what died, and what was kept (the checkpoint of the last whole update) and how to go on
+    # one line: what died, what was kept (the last save, of a whole update: the half-done one is dropped), how to go on
     assert err.strip() == (
-        f"error: worker 1 (pid {workers[1].pid}) was killed by SIGKILL; saved {path} at step "
-        f"{step:,}; continue with --resume {path}"
+        f"error: worker 1 (pid {workers[1].pid}) was killed by SIGKILL; the checkpoint of step {step:,} is kept; "
+        f"continue with --resume {path}"
     ), err
     _, alive = psutil.wait_procs(workers, timeout=5)
     assert not alive  # the other worker was stopped and reaped

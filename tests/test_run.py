@@ -30,7 +30,7 @@ TINY = {
 
 def tiny_run(name, **overrides):
     module = SCRIPTS[name]
-    return module.train(module.Args(**{**TINY[name], **overrides}))
+    return module.train(module.args_for(**{**TINY[name], **overrides}))
 
 
 @pytest.fixture(scope="module")
@@ -59,16 +59,35 @@ def test_a_checkpoint_given_to_another_script_names_the_one_that_saved_it(
     )
 
 
+@pytest.mark.parametrize("flag", ["--eval-checkpoint", "--resume"])
 @pytest.mark.parametrize("saver", sorted(SCRIPTS))
-def test_checkpoints_from_before_the_script_entry_are_recognised_by_their_flags(checkpoints, tmp_path, saver):
-    """Files saved before checkpoints named their script: told apart by their flags."""
+def test_a_checkpoint_missing_an_entry_is_one_line(checkpoints, tmp_path, saver, flag):
+    """A checkpoint written by an earlier version of a script (here: one entry gone) gets the same one-line error
+    as any file that lacks what the script needs: no guessing, no silent defaults."""
     payload = torch.load(checkpoints[saver], weights_only=True)
-    del payload["script"]
+    del payload["model" if flag == "--eval-checkpoint" else "schedule"]
     path = tmp_path / "old.pt"
     torch.save(payload, path)
-    loader = "ppo_tetris" if saver != "ppo_tetris" else "a2c_cartpole"
-    with pytest.raises(SystemExit, match=f"was saved by {saver}.py, not {loader}.py"):
-        SCRIPTS[loader].main(["--eval-checkpoint", str(path)])
+    with pytest.raises(SystemExit) as e:
+        SCRIPTS[saver].main([flag, str(path)])
+    missing = "model" if flag == "--eval-checkpoint" else "schedule"
+    assert str(e.value) == (
+        f"error: {flag}: checkpoint {path} lacks the entries {missing}: it was not written by this script; "
+        f"pass a runs/<run>/{saver}.pt that this script saved"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_resume_and_eval_checkpoint_take_the_saved_flags_and_refuse_others(checkpoints, capsys, name):
+    """--resume and --eval-checkpoint run with the saved run's flags: --help shows them; a flag they would ignore is
+    a one-line error naming it."""
+    saved = torch.load(checkpoints[name], weights_only=True)["args"]
+    with pytest.raises(SystemExit):
+        SCRIPTS[name].main(["--resume", checkpoints[name], "--help"])
+    assert f"(default: {saved['total_timesteps']})" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        SCRIPTS[name].main(["--resume", checkpoints[name], "--total-timesteps", "1000000", "--gamma", "0.5"])
+    assert str(e.value).startswith("error: --resume uses the saved run's flags: drop --gamma (--total-timesteps")
 
 
 def test_render_of_a_run_that_is_not_tetris_is_one_line(checkpoints, capsys):

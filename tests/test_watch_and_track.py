@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import gymnasium as gym
 import imageio.v2 as imageio
 import numpy as np
 import pytest
@@ -37,10 +38,11 @@ def gif_milliseconds(path):
 
 def test_recording_a2c_evaluation_changes_nothing_and_records_env_0s_whole_episode(tmp_path):
     torch.manual_seed(0)
-    agent = a2c_cartpole.Agent(4, a2c_cartpole.gym.spaces.Discrete(2), 16)
-    plain = a2c_cartpole.evaluate(agent, "CartPole-v1", None, 3, seed=7, device=CPU)
+    args = a2c_cartpole.Args(hidden_size=16)
+    agent = a2c_cartpole.Agent(4, gym.spaces.Discrete(2), args)
+    plain = a2c_cartpole.evaluate(agent, args, None, episodes=3, seed=7, device=CPU)
     paths = [str(tmp_path / "videos" / "a.mp4"), str(tmp_path / "a.gif")]
-    recorded = a2c_cartpole.evaluate(agent, "CartPole-v1", None, 3, seed=7, device=CPU, videos=paths)
+    recorded = a2c_cartpole.evaluate(agent, args, None, episodes=3, seed=7, device=CPU, videos=paths)
     np.testing.assert_array_equal(plain["return"], recorded["return"])
     np.testing.assert_array_equal(plain["length"], recorded["length"])
     # One frame per state env 0 acted in: as many as its first episode's steps, at CartPole's 50 frames a second.
@@ -62,24 +64,27 @@ def test_recording_tetris_play_changes_nothing(tmp_path):
 
 
 def test_recording_puffer_tetris_evaluation_changes_nothing(tmp_path):
-    args = ppo_puffer_async.with_env_defaults(ppo_puffer_async.Args(max_ticks=50))
-    policy = ppo_puffer_async.Policy(Tetris(num_envs=1).single_observation_space.shape[0], 7, 16)
+    args = ppo_puffer_async.Args(max_ticks=50, hidden_size=16)
+    game = Tetris(num_envs=1)
+    policy = ppo_puffer_async.Policy(game.single_observation_space.shape[0], game.single_action_space, args)
     with torch.random.fork_rng():
-        plain = ppo_puffer_async.evaluate(policy, args, 2, seed=5, device=CPU)
+        plain = ppo_puffer_async.evaluate(policy, args, None, episodes=2, seed=5, device=CPU)
     with torch.random.fork_rng():
-        recorded = ppo_puffer_async.evaluate(policy, args, 2, seed=5, device=CPU, videos=[str(tmp_path / "p.mp4")])
+        videos = [str(tmp_path / "p.mp4")]
+        recorded = ppo_puffer_async.evaluate(policy, args, None, episodes=2, seed=5, device=CPU, videos=videos)
     for key in plain:
         np.testing.assert_array_equal(plain[key], recorded[key])
     assert frames_in(str(tmp_path / "p.mp4")) == int(recorded["length"][0])
 
 
 def test_recording_puffer_mpe_evaluation_changes_nothing(tmp_path):
-    args = ppo_puffer_async.with_env_defaults(ppo_puffer_async.Args(env_id="mpe-spread"))
-    policy = ppo_puffer_async.Policy(18, 5, 16)  # simple_spread: 18 observations, 5 actions per agent
+    args = ppo_puffer_async.args_for("mpe-spread", hidden_size=16)
+    policy = ppo_puffer_async.Policy(18, gym.spaces.Discrete(5), args)  # simple_spread: 18 observations, 5 actions
     with torch.random.fork_rng():
-        plain = ppo_puffer_async.evaluate(policy, args, 2, seed=5, device=CPU)
+        plain = ppo_puffer_async.evaluate(policy, args, None, episodes=2, seed=5, device=CPU)
     with torch.random.fork_rng():
-        recorded = ppo_puffer_async.evaluate(policy, args, 2, seed=5, device=CPU, videos=[str(tmp_path / "m.mp4")])
+        videos = [str(tmp_path / "m.mp4")]
+        recorded = ppo_puffer_async.evaluate(policy, args, None, episodes=2, seed=5, device=CPU, videos=videos)
     for key in plain:
         np.testing.assert_array_equal(plain[key], recorded[key])
     assert frames_in(str(tmp_path / "m.mp4")) == int(recorded["length"][0]) == 25  # MPE's max_cycles
