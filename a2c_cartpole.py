@@ -515,7 +515,7 @@ def train(args: Args) -> dict:
                 with progress.paused():  # greedy actions: the evaluation draws nothing from torch's RNG
                     stats = evaluate(agent, args, obs_rms, episodes=args.eval_episodes, seed=args.seed + 10_000,
                                      device=device, videos=videos)  # fmt: skip
-                last_eval, eval_text = log_eval(writer, stats["return"], global_step)
+                last_eval, eval_text = log_eval(writer, stats, global_step)
                 eval_history.append((global_step, last_eval))
                 threshold = gym.spec(args.env_id).reward_threshold
                 if solved_at is None and threshold is not None and last_eval >= threshold:

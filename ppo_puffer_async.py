@@ -8,7 +8,7 @@ truncation bootstrapped with V(final observation); no reset step in the buffer; 
 rewards clamped only if asked; absent agents carry no loss; rows tracked per agent whatever order groups come back
 in; normalized importance weights, beta reaching 1; LSTM rows replay the rollout.
 
-    python ppo_puffer_async.py                # Tetris: 90M steps, 15-17 min on 2 cores, return 10.2-11.2, 4.8-6.1 lines
+    python ppo_puffer_async.py                # Tetris: 90M steps (docs/ppo_puffer_async.md#tetris: the result)
     python ppo_puffer_async.py --env-id HalfCheetah-v5           # Box actions: the continuous defaults, 1M steps
     python ppo_puffer_async.py --env-id mpe-spread               # 3 agents per env (or: any PettingZoo module)
     python ppo_puffer_async.py --env-id cartpole-novel --lstm    # velocities hidden: memory needed
@@ -29,15 +29,15 @@ from torch.distributions import Categorical, Normal
 
 from common import distributed, logs, puffer_envs, run
 from common.logs import Progress, log_eval, print_end, report, save_video, video_paths
-from common.normalize import RewardScaler, RunningMeanStd
-from common.puffer_envs import EpisodeLog, NormalizedObservations, is_pettingzoo, make_puffer_vecenv
+from common.normalize import RewardScaler
+from common.puffer_envs import EpisodeLog, NormalizedObservations, is_pettingzoo, make_puffer_vecenv, to_env
 from common.tetris import merge_infos, watch
 from common.vector import WorkerError
 
 
 @dataclass
 class Args(run.RunArgs):
-    """PufferLib-style PPO. The defaults are Tetris's (90M agent steps, 15-17 min on 2 cores); --env-id X --help: X's"""
+    """PufferLib-style PPO. The defaults are Tetris's (90M agent steps); --env-id X --help shows env X's"""
 
     env_id: str = "tetris"
     """tetris, mpe-spread, cartpole-novel or repeat-previous-easy (add --lstm), a Gymnasium id or a PettingZoo module"""
@@ -109,12 +109,14 @@ class Args(run.RunArgs):
     """with --lstm: the first K steps of each row only advance the state (no gradient, no loss)"""
     tbptt: Optional[int] = None
     """with --lstm: detach the state every L steps of a row (truncated BPTT; None: --horizon, no detach)"""
-    advantage: Literal["gae", "lambda-return"] = "gae"
-    """GAE, or the recursive lambda-return R_t = r_t + gamma((1 - lambda)V(s_t+1) + lambda R_t+1), A = R - V"""
     max_ticks: int = 10_000
     """Tetris: a game is truncated (and bootstrapped) after this many steps"""
     eval_actions: Literal["greedy", "sampled"] = "sampled"
     """evaluate with the most likely action (a Gaussian's mean) or by sampling"""
+    eval_opponents: Literal["trained", "random"] = "trained"
+    """random: each evaluation also plays each team against uniformly random teams (eval/return_vs_random/<kind>)"""
+    teams: str = ""
+    """agents of two or more kinds: the kinds that share one reward, e.g. a+b,c (default: MPE's, else each alone)"""
     eval_max_steps: int = 1_000
     """evaluation episodes of an env with no time limit of its own (CliffWalking) are truncated at this many steps"""
     render: bool = False
@@ -175,8 +177,8 @@ def args_for(env_id: str = "tetris", **flags) -> Args:
     return Args(**{**defaults, "env_id": env_id, **flags})
 
 
-def validate_args(args: Args, num_agents: Optional[int] = None) -> None:
-    """Bad flags fail before any network is built, naming the flag; with num_agents, the buffer layout too."""
+def validate_args(args: Args, vecenv=None) -> None:
+    """Bad flags fail before any network is built, naming the flag; with the vecenv, the buffer layout too."""
     at_least_one = "num_envs num_workers async_factor horizon num_minibatches update_epochs max_ticks hidden_size"
     positive = "learning_rate clip_coef vf_clip_coef render_fps reward_scale"
     run.check_flags(args, at_least_one=at_least_one, positive=positive)
@@ -191,8 +193,11 @@ def validate_args(args: Args, num_agents: Optional[int] = None) -> None:
         raise ValueError(f"--capture-video and --gif record Tetris, PettingZoo and Gymnasium envs, not {args.env_id}")
     if args.backend == "Serial" and args.num_workers != 1:
         raise ValueError(f"--num-workers {args.num_workers} needs --backend Multiprocessing (Serial steps in-process)")
-    if num_agents is None:
+    if vecenv is None:
         return
+    if args.eval_opponents == "random" and (vecenv.kinds is None or vecenv.kinds.team_of.max() == 0):
+        raise ValueError(f"--eval-opponents random plays teams against each other; {args.env_id} has one (see --teams)")
+    num_agents = vecenv.num_agents
     batch_size = args.batch_size or num_agents * args.horizon
     rows = batch_size // args.horizon
     if batch_size % args.horizon or rows % num_agents:
@@ -220,7 +225,7 @@ class Policy(nn.Module):
     The policy head's output: a Categorical's logits (Discrete), one per dimension (MultiDiscrete), or a diagonal
     Gaussian's mean (Box), its log-std a parameter, as in CleanRL's ppo_continuous_action.py and SB3."""
 
-    def __init__(self, obs_dim: int, action_space, args: Args):
+    def __init__(self, obs_dim: int, action_space, args: Args, kinds=None):
         super().__init__()
         act, hidden_size = (nn.Tanh if args.activation == "tanh" else nn.ReLU), args.hidden_size
 
@@ -243,6 +248,8 @@ class Policy(nn.Module):
         # --separate-critic: the value loss shapes only the critic's own features (as in CleanRL's and SB3's MuJoCo
         # agents). Drawn last, so a shared policy's initial weights are what they were before the flag.
         self.critic_encoder = encoder() if args.separate_critic else None
+        # Agents of two or more kinds: which of the head's outputs are each kind's (saved: the kinds' layout)
+        self.register_buffer("action_masks", None if kinds is None else torch.as_tensor(kinds.masks))
 
     def initial_state(self, n: int, device: torch.device):
         """The recurrent state (h, c) of n fresh episodes: zeros; None without --lstm."""
@@ -287,76 +294,97 @@ class Policy(nn.Module):
             hidden = torch.cat(outputs, 1)
         return self.actor(hidden), self.value(obs, hidden)
 
-    def logits(self, out: torch.Tensor) -> torch.Tensor:
+    def action_mask(self, obs):
+        """Agents of two or more kinds: each row's own actions (or Box dimensions) of the shared head, told by the kind
+        one-hot that ends its observation (common/puffer_envs.AgentKinds); None for agents of one kind."""
+        return (
+            None
+            if self.action_masks is None or obs is None
+            else self.action_masks[obs[..., -len(self.action_masks) :].argmax(-1)]
+        )
+
+    # The masks act here, where the distribution is made (`obs`: its rows'): an agent's missing actions get -inf logits,
+    # never sampled nor scored; a Gaussian's padded dimensions are left out of whole actions' terms. One kind: no mask.
+    def logits(self, out: torch.Tensor, mask=None) -> torch.Tensor:
         """Discrete: the head's output; MultiDiscrete: (..., dimensions, widest n), each padded with -inf."""
         if self.nvec is None:
-            return out
+            return out if mask is None else out.masked_fill(~mask, -torch.inf)
         width = max(self.nvec)
         return torch.stack(
             [nn.functional.pad(x, (0, width - x.shape[-1]), value=-torch.inf) for x in out.split(self.nvec, -1)], -2
         )
 
-    def distribution(self, out: torch.Tensor):
-        if self.log_std is not None:
-            return Normal(out, self.log_std.exp(), validate_args=False)
-        return Categorical(logits=self.logits(out), validate_args=False)
-
-    def logprob_and_entropy(self, out: torch.Tensor, actions: torch.Tensor):
+    def whole(self, terms: torch.Tensor, out: torch.Tensor, mask) -> torch.Tensor:
         """Of whole actions: a MultiDiscrete's or a Box's dimensions are independent, so their terms add up."""
-        dist = self.distribution(out)
-        logprobs, entropy = dist.log_prob(actions), dist.entropy()
-        return (logprobs, entropy) if logprobs.dim() < out.dim() else (logprobs.sum(-1), entropy.sum(-1))
+        if terms.dim() < out.dim():
+            return terms
+        return (terms if mask is None else terms * mask).sum(-1)
 
-    def sample(self, out: torch.Tensor):
+    def distribution(self, out: torch.Tensor, obs=None):
+        """(the distribution of the head's output `out`, the action mask of its rows' `obs`)."""
+        mask = self.action_mask(obs)
+        if self.log_std is not None:
+            return Normal(out, self.log_std.exp(), validate_args=False), mask
+        return Categorical(logits=self.logits(out, mask), validate_args=False), mask
+
+    def logprob_and_entropy(self, out: torch.Tensor, actions: torch.Tensor, obs=None):
+        dist, mask = self.distribution(out, obs)
+        return self.whole(dist.log_prob(actions), out, mask), self.whole(dist.entropy(), out, mask)
+
+    def sample(self, out: torch.Tensor, obs=None):
         """(actions, their logprobs). A Gaussian's logprob is that of the action as drawn; only the env sees it
         clipped to the bounds (to_env): the update must score the same action the rollout scored."""
-        dist = self.distribution(out)
+        dist, mask = self.distribution(out, obs)
         actions = dist.sample()
-        logprobs = dist.log_prob(actions)
-        return actions, logprobs if logprobs.dim() < out.dim() else logprobs.sum(-1)
+        return actions, self.whole(dist.log_prob(actions), out, mask)
 
-    def choose(self, out: torch.Tensor, eval_actions="greedy") -> torch.Tensor:
+    def choose(self, out: torch.Tensor, eval_actions="greedy", obs=None) -> torch.Tensor:
         """Evaluation's action: the most likely one (the Gaussian's mean, each categorical's argmax), or sampled."""
         if eval_actions == "sampled":
-            return self.sample(out)[0]
-        return out if self.log_std is not None else self.logits(out).argmax(-1)
+            return self.sample(out, obs)[0]
+        return out if self.log_std is not None else self.logits(out, self.action_mask(obs)).argmax(-1)
 
-
-def to_env(actions: torch.Tensor, space) -> np.ndarray:
-    """What the env is sent: Box actions clipped to its bounds, integer actions as int32."""
-    actions = actions.cpu().numpy()
-    return np.clip(actions, space.low, space.high) if isinstance(space, gym.spaces.Box) else actions.astype(np.int32)
+    def action_std(self) -> float:
+        """The Gaussian's std, mean over each kind's own dimensions: how much the policy still explores."""
+        weights = torch.ones_like(self.log_std) if self.action_masks is None else self.action_masks
+        return ((self.log_std.exp() * weights).sum() / weights.sum()).item()
 
 
 class Experience:
-    """The (segments, horizon) buffer and the per-agent bookkeeping that fills it. Each agent owns a row and a
-    position in it. A step's observation, action, logprob and value are stored when the policy acts; its reward and
-    end flags when the agent's next observation arrives. A full row is handed over and the agent takes the next free
-    one; once none is free it plays on without storing, until every row is full. `next_row[s]`: the same agent's next
-    row (-1: none); `next_value[s]`: V after the row's last step. LSTM (`state_size`): each agent's (h, c), each row's
-    initial (h, c), `starts[s, t]`: the state was reset before t."""
+    """The (segments, horizon) buffer and the per-agent bookkeeping that fills it. Each agent owns a row and a place in
+    it: a step's observation, action, logprob and value are stored when the policy acts, its reward and ends when the
+    agent's next observation arrives. A full row is handed over, the agent takes the next free one (none left: it
+    plays on unstored until all are full). `next_row[s]`: the agent's next row (-1: none); `next_value[s]`: V after its
+    last step. LSTM (`state_size`): each agent's (h, c), each row's first (h, c), `starts[s, t]`: reset before t."""
 
     def __init__(self, segments, horizon, num_agents, obs_dim, device, *, action_space=None, state_size=0):
+        # numpy: a step writes a few numbers per agent, which numpy does several times faster than torch on arrays
+        # this small (a2c_cartpole.py's storage too); the update views them as tensors (tensors(): on the CPU, no copy)
         self.segments, self.horizon, self.num_agents = segments, horizon, num_agents
         shape = (segments, horizon)
-        self.obs = torch.zeros(shape + (obs_dim,), device=device)
+        self.obs = np.zeros(shape + (obs_dim,), np.float32)
         box = isinstance(action_space, gym.spaces.Box)  # one agent's action: an int, or a vector of ints or floats
         action_shape = () if action_space is None else action_space.shape
-        self.actions = torch.zeros(shape + action_shape, dtype=torch.float32 if box else torch.long, device=device)
-        self.logprobs, self.values, self.rewards = (torch.zeros(shape, device=device) for _ in range(3))
-        self.terminals, self.truncations = (torch.zeros(shape, device=device) for _ in range(2))
-        self.masks = torch.zeros(shape, dtype=torch.bool, device=device)
-        self.next_value = torch.zeros(segments, device=device)
-        self.next_row = torch.full((segments,), -1, dtype=torch.long, device=device)
+        self.actions = np.zeros(shape + action_shape, np.float32 if box else np.int64)
+        self.logprobs, self.values, self.rewards = (np.zeros(shape, np.float32) for _ in range(3))
+        self.terminals, self.truncations = (np.zeros(shape, np.float32) for _ in range(2))
+        self.masks, self.starts = np.zeros(shape, bool), np.zeros(shape, bool)
+        self.next_value, self.next_row = np.zeros(segments, np.float32), np.full(segments, -1, np.int64)
         self.row = np.zeros(num_agents, dtype=np.int64)  # -1: no free row left this rollout
         self.pos = np.zeros(num_agents, dtype=np.int64)
         self.pending = np.zeros(num_agents, dtype=bool)  # a stored step awaits its reward
-        self.state = self.initial_state = self.starts = None
+        self.state = self.initial_state = None
         if state_size:  # carried across rollouts, like the episodes themselves
             self.state = tuple(torch.zeros(num_agents, state_size, device=device) for _ in range(2))
             self.initial_state = tuple(torch.zeros(segments, state_size, device=device) for _ in range(2))
-            self.starts = torch.zeros(shape, dtype=torch.bool, device=device)
         self.reset()
+
+    def tensors(self, device) -> dict:
+        """The rollout as tensors on `device`, for the update (`starts`, `initial_state`: None without an LSTM)."""
+        names = "obs actions logprobs values rewards terminals truncations masks starts next_value next_row".split()
+        tensors = {name: torch.as_tensor(getattr(self, name), device=device) for name in names}
+        lstm = dict(starts=tensors["starts"], initial_state=self.initial_state) if self.state is not None else {}
+        return {**tensors, "starts": None, "initial_state": None, **lstm}
 
     def reset(self) -> None:
         """Start a rollout: agent a fills row a first (segments is a multiple of num_agents)."""
@@ -364,46 +392,43 @@ class Experience:
         self.pos[:] = 0
         self.pending[:] = False
         self.free_row, self.full_rows = self.num_agents, 0
-        self.next_row.fill_(-1)
-
-    @property
-    def full(self) -> bool:
-        return self.full_rows == self.segments
+        self.next_row[:] = -1
 
     def finish_steps(self, agents, rewards, terminals, truncations, next_values) -> None:
         """Writes the outcome of each agent's pending step; full rows are handed over."""
-        rows, pos = torch.as_tensor(self.row[agents]), torch.as_tensor(self.pos[agents])
+        rows, pos = self.row[agents], self.pos[agents]
         self.rewards[rows, pos] = rewards
         self.terminals[rows, pos] = terminals
         self.truncations[rows, pos] = truncations
         self.pos[agents] += 1
         done = self.pos[agents] == self.horizon
         if done.any():
-            filled, done_t = agents[done], torch.as_tensor(done)
+            filled = agents[done]
             n = len(filled)
-            self.next_value[rows[done_t]] = next_values[done_t]
+            self.next_value[rows[done]] = next_values[done]
             new_rows = self.free_row + np.arange(n)
             new_rows[new_rows >= self.segments] = -1  # none left: play on without storing
-            self.next_row[rows[done_t]] = torch.as_tensor(new_rows, device=self.next_row.device)
+            self.next_row[rows[done]] = new_rows
             self.row[filled], self.pos[filled] = new_rows, 0
             self.free_row += n
             self.full_rows += n
         self.pending[agents] = False
 
     def store_steps(self, agents, store, *, obs, actions, logprobs, values, masks, starts=None, state=None) -> None:
-        """Stores the steps just taken by the agents where `store` is True (LSTM: the (h, c) each started from)."""
-        agents, store_t = agents[store], torch.as_tensor(store)
-        rows, pos = torch.as_tensor(self.row[agents]), torch.as_tensor(self.pos[agents])
-        self.obs[rows, pos] = obs[store_t]
-        self.actions[rows, pos] = actions[store_t]
-        self.logprobs[rows, pos] = logprobs[store_t]
-        self.values[rows, pos] = values[store_t]
-        self.masks[rows, pos] = torch.as_tensor(masks[store], device=self.masks.device)
+        """Stores the steps just taken by the agents where `store` is True (numpy arrays; LSTM: the (h, c) each started
+        from, tensors)."""
+        agents = agents[store]
+        rows, pos = self.row[agents], self.pos[agents]
+        self.obs[rows, pos] = obs[store]
+        self.actions[rows, pos] = actions[store]
+        self.logprobs[rows, pos] = logprobs[store]
+        self.values[rows, pos] = values[store]
+        self.masks[rows, pos] = masks[store]
         if state is not None:
-            self.starts[rows, pos] = starts[store_t]
-            first = pos == 0  # a row starts here: it is replayed from this state
-            for stored, now in zip(self.initial_state, take(state, store_t)):
-                stored[rows[first]] = now[first]
+            self.starts[rows, pos] = starts[store]
+            first = torch.as_tensor(pos == 0)  # a row starts here: it is replayed from this state
+            for stored, now in zip(self.initial_state, take(state, torch.as_tensor(store))):
+                stored[torch.as_tensor(rows)[first]] = now[first]
         self.pending[agents] = True
 
 
@@ -437,14 +462,14 @@ class EpisodeStats:
 
 def rollout(vecenv, policy, experience, episodes, *, gamma, reward_scale, reward_clamp, device, timers: dict) -> list:
     """recv(group) -> policy -> store -> send until every row of `experience` is full, each agent's steps in its own
-    rows whatever order the groups come back in; returns env infos. A truncated step's reward gets gamma * V(final
-    obs): the episode could have gone on. Rewards are multiplied by `reward_scale`, clamped to +-`reward_clamp` (if
-    given). --norm-reward's 1 / std is fixed for the rollout and unclipped (a2c_cartpole.py's moves every step and
-    clips at 10, as SB3's): every reward an update learns from is in one unit; PufferLib's clamp is --reward-clamp's."""
+    rows whatever order the groups come back in; env infos. A truncated step's reward gets gamma * V(final obs): the
+    episode could have gone on. Rewards are times `reward_scale` (--norm-reward's 1 / std: fixed for the rollout and
+    unclipped, unlike a2c_cartpole.py's per step and clipped at 10, as SB3's, so every reward an update learns from is
+    in one unit), clamped to +-`reward_clamp` if given (PufferLib always clamps to 1)."""
     next_step_reset = vecenv.autoreset == "next_step"
     infos = []
     experience.reset()
-    while not experience.full:
+    while experience.full_rows < experience.segments:
         start = time.perf_counter()
         obs, rewards, terminals, truncations, step_infos, agents, masks = vecenv.recv()
         timers["env"] += time.perf_counter() - start
@@ -458,33 +483,34 @@ def rollout(vecenv, policy, experience, episodes, *, gamma, reward_scale, reward
             obs_t = torch.as_tensor(obs, device=device, dtype=torch.float32)
             carried = state = None
             if policy.lstm is not None:  # each agent's state after its last step, zeroed where an episode begins
-                agents_t, starting = torch.as_tensor(agents, device=device), torch.as_tensor(starting, device=device)
+                agents_t, keep = torch.as_tensor(agents, device=device), torch.as_tensor(~starting, device=device)
                 carried = take(experience.state, agents_t)
-                state = tuple(x * (~starting).unsqueeze(-1) for x in carried)
+                state = tuple(x * keep.unsqueeze(-1) for x in carried)
             out, values, next_state = policy.step(obs_t, state)
-            actions, logprobs = policy.sample(out)
+            actions, logprobs = policy.sample(out, obs_t)
             if policy.lstm is not None:
                 for stored, new in zip(experience.state, next_state):
                     stored[agents_t] = new
+        actions, logprobs, values = actions.cpu().numpy(), logprobs.cpu().numpy(), values.cpu().numpy()
 
         pending = experience.pending[agents]
         if pending.any():
-            rewards_t = torch.as_tensor(rewards[pending], device=device) * reward_scale
+            pending_rewards = rewards[pending].astype(np.float32) * reward_scale
             if reward_clamp is not None:
-                rewards_t = rewards_t.clamp(-reward_clamp, reward_clamp)
+                pending_rewards = np.clip(pending_rewards, -reward_clamp, reward_clamp)
             truncated = truncations[pending]
             if truncated.any():
                 if next_step_reset:  # this recv's observation is the final one: its value is already here
-                    final_values = values[torch.as_tensor(pending)][torch.as_tensor(truncated)]
+                    final_values = values[pending][truncated]
                 else:  # from the final observation, with the memory of the episode it ended
                     final_obs = vecenv.final_observations[agents[pending][truncated]]
                     final_obs = torch.as_tensor(final_obs, device=device, dtype=torch.float32)
                     ended = torch.as_tensor(np.flatnonzero(pending)[truncated])
                     with torch.inference_mode():
-                        final_values = policy.step(final_obs, take(carried, ended))[1]
-                rewards_t[torch.as_tensor(truncated)] += gamma * final_values
-            ends = (torch.as_tensor(x[pending], device=device, dtype=torch.float32) for x in (terminals, truncations))
-            experience.finish_steps(agents[pending], rewards_t, *ends, values[torch.as_tensor(pending)])
+                        final_values = policy.step(final_obs, take(carried, ended))[1].cpu().numpy()
+                pending_rewards[truncated] += gamma * final_values
+            ends = (x[pending].astype(np.float32) for x in (terminals, truncations))
+            experience.finish_steps(agents[pending], pending_rewards, *ends, values[pending])
 
         # The observation that ends an emulated episode is not acted on, so it is no step. Absent agents'
         # steps (mask False) are stored, flagged, and carry no loss.
@@ -492,7 +518,7 @@ def rollout(vecenv, policy, experience, episodes, *, gamma, reward_scale, reward
         if next_step_reset:
             store &= ~(dones & masks)
         if store.any():
-            experience.store_steps(agents, store, obs=obs_t, actions=actions, logprobs=logprobs, values=values,
+            experience.store_steps(agents, store, obs=obs, actions=actions, logprobs=logprobs, values=values,
                                    masks=masks, starts=starting, state=state)  # fmt: skip
         actions_np = to_env(actions, vecenv.single_action_space)
         timers["inference"] += time.perf_counter() - start
@@ -534,29 +560,6 @@ def compute_gae(rewards, values, dones, next_value, gamma: float, gae_lambda: fl
     return advantages, advantages + values
 
 
-def compute_lambda_returns(rewards, values, dones, next_value, gamma: float, gae_lambda: float, *, next_row=None):
-    """TD(lambda) returns by their own recursion (Daley & Amato 2019, eq. 3), on the same layout: R_t = r_t + gamma *
-    (1 - done_t) * ((1 - lambda) V(s_t+1) + lambda R_t+1), R past a row's end = next_value (or the next row's return).
-    A = R - V: GAE written another way for a state-value critic (a test checks it). Returns (advantages, returns)."""
-    returns = torch.zeros_like(rewards)
-    linked, successor = (next_row >= 0, next_row.clamp(min=0)) if next_row is not None else (None, None)
-    beyond = next_value.clone()  # R just past each row's end; chains resolve one link per pass
-    while True:
-        next_return, next_values = beyond, next_value
-        for t in reversed(range(rewards.shape[1])):
-            nonterminal = 1.0 - dones[:, t]
-            mixed = (1 - gae_lambda) * next_values + gae_lambda * next_return
-            returns[:, t] = rewards[:, t] + gamma * nonterminal * mixed
-            next_return, next_values = returns[:, t], values[:, t]
-        if linked is None:
-            break
-        updated = torch.where(linked, returns[:, 0][successor], next_value)
-        if torch.equal(updated, beyond):
-            break
-        beyond = updated
-    return returns - values, returns
-
-
 def sample_minibatches(advantages, masks, num_minibatches: int, alpha: float, beta: float):
     """(rows, weights) minibatches of whole rows. alpha == 0: a random permutation of the rows, weights None. alpha > 0:
     rows drawn with replacement, P(s) ~ (sum_t |A[s, t]|) ** alpha, importance weights (N * P(s)) ** -beta (unbiased
@@ -577,10 +580,10 @@ def sample_minibatches(advantages, masks, num_minibatches: int, alpha: float, be
 
 
 def ppo_loss(new_logprobs, new_values, entropy, mb: dict, *, weights, clip_coef, vf_clip_coef, vf_coef, ent_coef):
-    """The clipped PPO objective on a minibatch of rows; all tensors (rows, horizon): the new logprobs, values,
-    entropies, and the rollout's `mb` logprobs, values, returns, advantages (normalized), masks (1: a real step).
-    Importance `weights` (rows,) (None: none) scale the policy and value terms, which prioritized sampling biases, not
-    the entropy bonus. No 1/2 in the value term (pufferl.py's): our --vf-coef x is CleanRL's 2x. (loss, losses)."""
+    """The clipped PPO objective on a minibatch of rows (rows, horizon): the new logprobs, values, entropies, and `mb`'s
+    (the rollout's logprobs, values, returns, normalized advantages, masks: 1 a real step). Importance `weights` (rows,
+    or None) scale the policy and value terms, not the entropy bonus. No 1/2 in the value term (pufferl.py's): our
+    --vf-coef x is CleanRL's 2x. Returns (loss, losses)."""
     advantages, masks = mb["advantages"], mb["masks"]
     logratio = new_logprobs - mb["logprobs"]
     ratio = logratio.exp()
@@ -608,16 +611,21 @@ def normalize_advantages(advantages: torch.Tensor, masks: torch.Tensor) -> torch
     return (advantages - mean) / (std + 1e-8)
 
 
-def evaluate(policy: Policy, args: Args, obs_rms, *, episodes: int, seed: int, device, videos=()) -> dict:
+def evaluate(policy: Policy, args: Args, obs_rms, *, episodes: int, seed: int, device, videos=(), opponents=False):
     """Plays until every agent of a fresh in-process env has finished one episode (`episodes` envs; Tetris's stats:
-    over all games ended), observations scaled by the training's `obs_rms`, frozen; per-agent returns and lengths.
+    over all games ended), observations scaled by the training's `obs_rms`, frozen; per-agent returns and lengths,
+    and with two or more kinds each kind's ("return/<kind>"). `opponents` (--eval-opponents random): in env i team
+    i % teams plays the policy, the others act uniformly at random; each kind's returns as "return_vs_random/<kind>".
     `videos`: paths (.mp4, .gif) to record the first episode to; recording changes nothing that is played."""
-    env = dict(env_kwargs=args.env_kwargs, render=bool(videos), step_cap=args.eval_max_steps)
+    env = dict(env_kwargs=args.env_kwargs, render=bool(videos), step_cap=args.eval_max_steps, teams=args.teams)
     vecenv = make_puffer_vecenv(args.env_id, episodes, seed, max_ticks=args.max_ticks, log_interval=1, **env)
     vecenv = NormalizedObservations(vecenv, obs_rms, frozen=True) if obs_rms is not None else vecenv
-    ends, infos, frames = EpisodeStats(vecenv.num_agents, vecenv.autoreset), [], []
+    ends, infos, frames, kinds = EpisodeStats(vecenv.num_agents, vecenv.autoreset), [], [], vecenv.kinds
     first_return, first_length = np.full(vecenv.num_agents, np.nan), np.zeros(vecenv.num_agents)
-    state = policy.initial_state(vecenv.num_agents, device)
+    state, trained, rng = policy.initial_state(vecenv.num_agents, device), None, np.random.default_rng(seed)
+    if opponents:  # the agents whose team plays the policy in their env
+        env_of = np.arange(vecenv.num_agents) // vecenv.agents_per_env
+        trained = kinds.team_of[vecenv.agent_kinds] == env_of % (kinds.team_of.max() + 1)
     try:
         vecenv.async_reset(seed)
         while np.isnan(first_return).any():
@@ -634,14 +642,22 @@ def evaluate(policy: Policy, args: Args, obs_rms, *, episodes: int, seed: int, d
                 if state is not None:
                     keep = torch.as_tensor(~starting, device=device).unsqueeze(-1)
                     state = tuple(x * keep for x in state)
-                out, _, state = policy.step(torch.as_tensor(obs, device=device, dtype=torch.float32), state)
-            vecenv.send(to_env(policy.choose(out, args.eval_actions), vecenv.single_action_space))
+                obs = torch.as_tensor(obs, device=device, dtype=torch.float32)
+                out, _, state = policy.step(obs, state)
+            actions = to_env(policy.choose(out, args.eval_actions, obs).cpu().numpy(), vecenv.single_action_space)
+            if opponents:
+                random = ~trained[np.asarray(agents)]
+                actions[random] = kinds.random_actions(vecenv.agent_kinds[np.asarray(agents)][random], rng)
+            vecenv.send(actions)
         save_video(frames, videos, puffer_envs.frame_rate(vecenv))
     finally:
         vecenv.close()
     game_stats = merge_infos(infos) if infos else {}
     extra = {key: np.array([game_stats[key]]) for key in ("lines_deleted", "score") if key in game_stats}
-    return {"return": first_return, "length": first_length, **extra}
+    key, trained = ("return_vs_random", trained) if opponents else ("return", np.ones(vecenv.num_agents, bool))
+    for k, name in enumerate(kinds.names if kinds is not None else []):
+        extra[f"{key}/{name}"] = first_return[trained & (vecenv.agent_kinds == k)]
+    return extra if opponents else {"return": first_return, "length": first_length, **extra}
 
 
 def evaluate_checkpoint(args: Args) -> dict:
@@ -649,8 +665,10 @@ def evaluate_checkpoint(args: Args) -> dict:
     ckpt, args, device = run.open_checkpoint("ppo_puffer_async", Args, args, required=("obs_rms",))
     if args.render and args.env_id != "tetris":
         raise ValueError(f"--render draws Tetris games; {args.eval_checkpoint} is a {args.env_id} run: drop --render")
-    probe = make_puffer_vecenv(args.env_id, 1, args.seed, max_ticks=args.max_ticks, env_kwargs=args.env_kwargs)
-    policy = Policy(probe.single_observation_space.shape[0], probe.single_action_space, args).to(device)
+    env = dict(max_ticks=args.max_ticks, env_kwargs=args.env_kwargs, teams=args.teams)
+    probe = make_puffer_vecenv(args.env_id, args.num_envs, args.seed, **env)  # the run's: validate_args checks it
+    validate_args(args, probe)
+    policy = Policy(probe.single_observation_space.shape[0], probe.single_action_space, args, probe.kinds).to(device)
     probe.close()
     run.load_weights(policy, ckpt, "--eval-checkpoint", args.eval_checkpoint)
     if args.render:
@@ -663,11 +681,12 @@ def evaluate_checkpoint(args: Args) -> dict:
             return policy.choose(out, args.eval_actions).cpu().numpy()
 
         return watch(act, args.seed + 10_000, args.max_ticks, args.render_fps)
-    obs_rms = RunningMeanStd.from_state(ckpt["obs_rms"])
     name = f"checkpoint-step{ckpt['global_step']}"
     videos = video_paths(os.path.dirname(args.eval_checkpoint), name, args.capture_video, args.gif)
-    result = evaluate(policy, args, obs_rms, episodes=args.eval_episodes, seed=args.seed + 10_000, device=device,
-                      videos=videos)  # fmt: skip
+    flags = dict(episodes=args.eval_episodes, seed=args.seed + 10_000, device=device)
+    result = evaluate(policy, args, ckpt["obs_rms"], **flags, videos=videos)
+    if args.eval_opponents == "random":  # each team against uniformly random teams
+        result.update(evaluate(policy, args, ckpt["obs_rms"], **flags, opponents=True))
     episodes = f"{len(result['return'])} episodes ({args.eval_actions} actions)"
     report(f"{args.eval_checkpoint} (step {ckpt['global_step']:,}), {episodes}:", result)
     return result
@@ -683,13 +702,13 @@ def train(args: Args) -> dict:
 
     vecenv = make_puffer_vecenv(args.env_id, args.num_envs, seed, backend=args.backend, num_workers=args.num_workers,
                                 async_factor=args.async_factor, env_kwargs=args.env_kwargs, max_ticks=args.max_ticks,
-                                log_interval=args.horizon)  # fmt: skip
+                                log_interval=args.horizon, teams=args.teams)  # fmt: skip
     vecenv = NormalizedObservations(vecenv) if args.norm_obs else vecenv  # running mean/std, frozen for evaluation
     obs_rms = vecenv.obs_rms if args.norm_obs else None
-    validate_args(args, vecenv.num_agents)
+    validate_args(args, vecenv)
     segments = (args.batch_size or vecenv.num_agents * args.horizon) // args.horizon  # buffer rows per rank
     obs_dim, action_space = vecenv.single_observation_space.shape[0], vecenv.single_action_space
-    policy = Policy(obs_dim, action_space, args).to(device)
+    policy = Policy(obs_dim, action_space, args, vecenv.kinds).to(device)
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5)
     episodes = EpisodeStats(vecenv.num_agents, vecenv.autoreset, args.gamma if args.norm_reward else None)
     torch.set_num_threads(args.torch_threads)  # (the Tetris default gives torch both cores)
@@ -706,7 +725,7 @@ def train(args: Args) -> dict:
                             state_size=args.lstm_hidden_size if args.lstm else 0)  # fmt: skip
     vecenv.async_reset(seed + 1_000_000 * start_update)  # a resumed run plays fresh episodes
     timers, episode_means, game_stats = dict(env=0.0, inference=0.0, learn=0.0), {}, {}
-    last_eval, eval_text, interrupted = None, "", False
+    last_eval, eval_text, interrupted, kind_returns = None, "", False, {}
     try:
         for update in range(start_update + 1, num_updates + 1):
             global_step = update * update_size  # once this update is done
@@ -722,17 +741,17 @@ def train(args: Args) -> dict:
             infos = rollout(vecenv, policy, experience, episodes, gamma=args.gamma, reward_scale=scale,
                             reward_clamp=args.reward_clamp, device=device, timers=timers)  # fmt: skip
             start = time.perf_counter()
-            masks, values = experience.masks.float(), experience.values
-            dones = torch.maximum(experience.terminals, experience.truncations)
-            estimate = compute_gae if args.advantage == "gae" else compute_lambda_returns
-            advantages, returns = estimate(experience.rewards, values, dones, experience.next_value, args.gamma,
-                                           args.gae_lambda, next_row=experience.next_row)  # fmt: skip
+            batch = experience.tensors(device)  # the rollout as tensors (on the CPU: the same memory)
+            masks, values = batch["masks"].float(), batch["values"]
+            dones = torch.maximum(batch["terminals"], batch["truncations"])
+            advantages, returns = compute_gae(batch["rewards"], values, dones, batch["next_value"], args.gamma,
+                                              args.gae_lambda, next_row=batch["next_row"])  # fmt: skip
             for epoch in range(args.update_epochs):
                 for rows, weights in sample_minibatches(advantages, masks, args.num_minibatches, args.prio_alpha, beta):
-                    mb_state, starts = take(experience.initial_state, rows), take(experience.starts, rows)
-                    out, new_values = policy.unroll(experience.obs[rows], mb_state, starts, args.burn_in, args.tbptt)
-                    new_logprobs, entropy = policy.logprob_and_entropy(out, experience.actions[rows])
-                    mb = dict(logprobs=experience.logprobs[rows], values=values[rows], returns=returns[rows])
+                    obs, hc, starts = (take(batch[key], rows) for key in ("obs", "initial_state", "starts"))
+                    out, new_values = policy.unroll(obs, hc, starts, args.burn_in, args.tbptt)  # hc: the LSTM's (h, c)
+                    new_logprobs, entropy = policy.logprob_and_entropy(out, batch["actions"][rows], obs)
+                    mb = dict(logprobs=batch["logprobs"][rows], values=values[rows], returns=returns[rows])
                     mb["masks"] = masks[rows]
                     if args.burn_in:  # burn-in steps only warm the state up
                         mb["masks"][:, : args.burn_in] = 0.0
@@ -752,16 +771,14 @@ def train(args: Args) -> dict:
                 if args.target_kl is not None and losses["approx_kl"] > args.target_kl:
                     break
             timers["learn"] += time.perf_counter() - start
-
-            # Every rank's episodes and Tetris stats, and whether any rank saw a Ctrl-C.
-            episode_returns, episode_lengths, infos, stops = distributed.pool(
+            episode_returns, episode_lengths, episode_agents, infos, stops = distributed.pool(  # all ranks', Ctrl-C
                 world, *episodes.log.pop(), infos, [stop.requested]
             )
             scalars = {f"losses/{key}": value.item() for key, value in losses.items()}
             scalars["losses/explained_variance"] = logs.explained_variance(values[masks > 0], returns[masks > 0])
             scalars.update({f"charts/{key}": value for key, value in rates.items()})  # lr, ent_coef, prio_beta
             if policy.log_std is not None:  # the Gaussian's std, mean over the action's dimensions: how it explores
-                scalars["charts/action_std"] = policy.log_std.exp().mean().item()
+                scalars["charts/action_std"] = policy.action_std()
             scalars.update({f"perf/{key}_time_frac": value / sum(timers.values()) for key, value in timers.items()})
             scalars["charts/SPS"] = progress.sps(global_step)
             if vecenv.agents_per_env > 1:
@@ -769,23 +786,26 @@ def train(args: Args) -> dict:
                 scalars["charts/env_steps"] = global_step / vecenv.agents_per_env
             if episode_returns:
                 episode_means = {"return": float(np.mean(episode_returns)), "length": float(np.mean(episode_lengths))}
-                scalars.update({f"charts/episodic_{key}": value for key, value in episode_means.items()})
+                kind_returns = puffer_envs.kind_means("charts/episodic_return", episode_returns, episode_agents, vecenv)
+                scalars.update({**{f"charts/episodic_{key}": v for key, v in episode_means.items()}, **kind_returns})
+
             if infos:  # Tetris's own stats
                 game_stats = merge_infos(infos)
                 scalars.update({f"tetris/{key}": value for key, value in game_stats.items()})
             if world.rank == 0 and (args.eval_freq and update % args.eval_freq == 0 or update == num_updates):
                 videos = video_paths(checkpoint.run_dir, f"eval-step{global_step}", args.capture_video)
-                eval_seed = args.seed + 10_000 + update  # the evaluation's own episodes and random stream
-                with progress.paused(), run.seeded_rng(eval_seed, device):
-                    result = evaluate(policy, args, obs_rms, episodes=args.eval_episodes, seed=eval_seed,
-                                      device=device, videos=videos)  # fmt: skip
-                last_eval, eval_text = log_eval(writer, result["return"], global_step, result.get("lines_deleted"))
+                flags = dict(episodes=args.eval_episodes, seed=args.seed + 10_000 + update, device=device)
+                with progress.paused(), run.seeded_rng(flags["seed"], device):  # its own episodes and random stream
+                    result = evaluate(policy, args, obs_rms, **flags, videos=videos)
+                    if args.eval_opponents == "random":  # each team against uniformly random teams
+                        result.update(evaluate(policy, args, obs_rms, **flags, opponents=True))
+                last_eval, eval_text = log_eval(writer, result, global_step)
             if writer is not None:
                 for tag, value in scalars.items():
                     writer.add_scalar(tag, value, global_step)
                 ret, length = episode_means.get("return"), episode_means.get("length")
                 progress.update(global_step, update=update, ret=ret, len=length, lines=game_stats.get("lines_deleted"),
-                                eval=last_eval)  # fmt: skip
+                                eval=last_eval, **{k.split("/")[-1]: v for k, v in kind_returns.items()})  # fmt: skip
             if args.checkpoint_freq and update % args.checkpoint_freq == 0:
                 checkpoint.save(update)  # a periodic save that fails warns; training goes on
             if any(stops):  # Ctrl-C (on any rank): this update is whole; save it and stop

@@ -2,14 +2,13 @@
 
 Read top to bottom: Args, network, storage and rollout, GAE, loss, evaluation, train(). The run's plumbing
 (checkpoints, --resume, Ctrl-C, torchrun) is common/run.py's; everything that learns is here.
-Where it departs from the CleanRL-style PPO-on-PufferLib-Tetris walkthrough it started from (MLP 256x2,
-2.5e-4, 1024 envs x 2048 steps, truncation treated as game over):
+Beyond CleanRL's ppo.py:
   * the env resets a game in the step that ends it; truncation at --max-ticks is bootstrapped with
-    V(final observation), which the env keeps in shared memory for either backend;
-  * sizes measured for a laptop CPU: 512 games x 64 steps, 2 epochs, learning rate 1e-3;
+    V(final observation), which the env keeps in shared memory for either backend (ppo.py treats it as game over);
+  * sized for a laptop CPU: 512 games x 64 steps, 2 epochs, learning rate 1e-3;
   * checkpoints, --resume, Ctrl-C that saves (exit code 130), data-parallel ranks under torchrun.
 
-    python ppo_tetris.py                                        # 40M steps, ~19 min on 2 cores
+    python ppo_tetris.py                                        # 40M steps (docs/ppo_tetris.md: how long)
     python ppo_tetris.py --resume runs/<run>/ppo_tetris.pt      # finish an interrupted run
     python ppo_tetris.py --resume runs/<run>/ppo_tetris.pt --total-timesteps 60000000   # extend it
     python ppo_tetris.py --eval-checkpoint runs/<run>/ppo_tetris.pt --eval-episodes 100
@@ -39,7 +38,7 @@ class Args(run.RunArgs):
     env_id: str = "PufferTetris"
     """the env name used in the run name (the env is always common.tetris.Tetris)"""
     total_timesteps: int = 40_000_000
-    """environment steps, all ranks together, in whole updates (~19 min on 2 cores; --resume: the saved unless given)"""
+    """environment steps, all ranks together, in whole updates (--resume: the saved total unless given)"""
     backend: Literal["Serial", "Multiprocessing"] = "Serial"
     """envs stepped in this process, or in --num-workers sleeping worker processes (common/vector.py)"""
     num_envs: int = 512
@@ -51,7 +50,7 @@ class Args(run.RunArgs):
     max_ticks: int = 10_000
     """a game is truncated (and bootstrapped) after this many steps"""
     learning_rate: float = 1e-3
-    """the learning rate of the Adam optimizer (the walkthrough's 2.5e-4 learned slower in our tuning runs)"""
+    """the learning rate of the Adam optimizer (2.5e-4, ppo.py's, learns slower here)"""
     anneal_lr: bool = True
     """linearly anneal the learning rate to 0 over the run"""
     gamma: float = 0.99
@@ -61,7 +60,7 @@ class Args(run.RunArgs):
     num_minibatches: int = 8
     """minibatches per epoch"""
     update_epochs: int = 2
-    """epochs over each rollout (learning is ~90% of the time: 2 epochs nearly double SPS)"""
+    """epochs over each rollout (the update is most of a step's time: 2 epochs nearly double SPS against 4)"""
     norm_adv: bool = True
     """normalize advantages per minibatch"""
     clip_coef: float = 0.2
@@ -110,7 +109,7 @@ def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.
 
 
 class Agent(nn.Module):
-    """MLP 234-256-256 shared by a policy head and a value head (the walkthrough's PPOAgent)."""
+    """MLP 234-256-256 shared by a policy head and a value head (CleanRL's ppo.py agent, wider)."""
 
     def __init__(self, obs_dim: int, num_actions: int, hidden_size: int = 256):
         super().__init__()
@@ -377,7 +376,7 @@ def train(args: Args) -> dict:
                 videos = video_paths(checkpoint.run_dir, f"eval-step{global_step}", args.capture_video)
                 with progress.paused(), run.seeded_rng(args.seed + 10_000 + update, device):
                     stats = play(agent, args.eval_episodes, args.seed + 10_000 + update, args.max_ticks, device, videos)
-                last_eval, eval_text = log_eval(writer, stats["return"], global_step, stats["lines_deleted"])
+                last_eval, eval_text = log_eval(writer, stats, global_step)
             if writer is not None:
                 for tag, value in scalars.items():
                     writer.add_scalar(tag, value, global_step)

@@ -2,7 +2,7 @@
 500k steps, 3 seeds each, beside CleanRL's published ppo.py figures and RL Zoo's tuned A2C/PPO agents, and a
 learning-curve picture (greedy evaluations every ~25k steps).
 
-    python benchmarks/bench_classic_control.py                          # the table; ~1.5 h on 2 cores
+    python benchmarks/bench_classic_control.py                          # the docs' table; ~1.5 h on 2 cores
     python benchmarks/bench_classic_control.py --envs Acrobot-v1 --seeds 1 --cores 0
     python benchmarks/bench_classic_control.py --scripts ppo_puffer_async --set norm_obs=False --tag no-norm
     python benchmarks/bench_classic_control.py --plot docs/classic_control.png
@@ -10,6 +10,10 @@ learning-curve picture (greedy evaluations every ~25k steps).
 Every run is a subprocess of the script at its defaults (plus --set), pinned to one core, in its own folder
 under --out; a finished run's result is kept there, so rerunning the command only runs what is missing
 (runs are deterministic per seed on CPU). Needs `pip install -e ".[bench]"` (matplotlib).
+
+The default configuration (no flag but --cores, --out or --plot) also writes benchmarks/results/classic-control.json,
+from which `python benchmarks/report.py` renders docs/classic_control.md's table and the README's row; any other
+run only prints its table.
 """
 
 import argparse
@@ -24,20 +28,29 @@ from pathlib import Path
 
 import numpy as np
 
+import results as results_module  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 ENVS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "LunarLander-v3"]
 # Evaluations every ~25k steps: a2c_cartpole.py's updates are 16 x 5 = 80 steps, ppo_puffer_async.py's 8 x 64.
 EVAL_FREQ = {"a2c_cartpole": 312, "ppo_puffer_async": 49}
 # Published figures (mean +/- std; what each measures differs, see docs/classic_control.md):
-# CleanRL ppo.py, docs: 500k steps, 3 seeds, episodic return at the end of training.
+# CleanRL ppo.py, its docs (docs.cleanrl.dev/rl-algorithms/ppo/#ppopy): 500k steps, 3 seeds, the episodic return of
+# training episodes at the end of training.
 CLEANRL_PPO = {"CartPole-v1": (492.40, 13.05), "Acrobot-v1": (-89.93, 6.34), "MountainCar-v0": (-200.00, 0.00)}
-# RL Zoo (rl-baselines3-zoo benchmark.md): one tuned agent each, deterministic evaluation; (mean, std, steps).
+# RL Zoo (github.com/DLR-RM/rl-baselines3-zoo, benchmark.md): one tuned agent each, deterministic evaluation;
+# (mean, std, steps).
 RL_ZOO_A2C = {
     "CartPole-v1": (500.0, 0.0, "500k"),
     "Acrobot-v1": (-83.353, 17.213, "500k"),
     "MountainCar-v0": (-111.263, 24.087, "1M"),
     "LunarLander-v3": (155.751, 80.419, "200k, v2"),
 }
+# Our run of SB3 2.9.2's A2C with RL Zoo's LunarLander settings, measured as this table is (500k steps, final
+# deterministic evaluation of 20 episodes), recorded: 2026-11-25, commit 33b473c, by `python
+# benchmarks/bench_a2c_continuous.py --envs LunarLander-v3 --learners sb3 --total-timesteps 500000` (which re-runs it).
+# It does not depend on our code, so it is not re-run here. {seed: final}
+SB3_A2C_LUNARLANDER_RECORDED = {1: -49.9, 2: 52.5, 3: 17.4}
 RL_ZOO_PPO = {
     "CartPole-v1": (500.0, 0.0, "100k"),
     "Acrobot-v1": (-73.506, 18.201, "1M"),
@@ -159,20 +172,54 @@ def main():
         f"\n{opts.tag}: final greedy evaluation, 20 episodes, after {opts.total_timesteps:,} steps "
         f"(seeds {' '.join(map(str, opts.seeds))}); {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores"
     )
-    print("| env | script | per seed | mean +/- std | CleanRL ppo.py | RL Zoo A2C | RL Zoo PPO |")
-    print("|---|---|---|---|---|---|---|")
+    seeds = " / ".join(map(str, opts.seeds))
+    columns = ["env", "script", f"seeds {seeds}", "mean +/- std", "training SPS (mean)", "CleanRL's ppo.py (published)",
+               "RL Zoo, the same algorithm (published)"]  # fmt: skip
+    rows = []
     for env_id in opts.envs:
         for script in opts.scripts:
-            finals = [results[(script, env_id, seed)]["final"] for seed in opts.seeds]
-            zoo = [
-                f"{z[0]:.1f} +/- {z[1]:.1f} ({z[2]})" if (z := table.get(env_id)) else "-"
-                for table in (RL_ZOO_A2C, RL_ZOO_PPO)
-            ]
-            cleanrl = fmt(*CLEANRL_PPO[env_id]) if env_id in CLEANRL_PPO else "-"
-            print(
-                f"| {env_id} | {script} | {' / '.join(f'{f:.1f}' for f in finals)} | "
-                f"{fmt(np.mean(finals), np.std(finals))} | {cleanrl} | {zoo[0]} | {zoo[1]} |"
-            )
+            runs = [results[(script, env_id, seed)] for seed in opts.seeds]
+            finals = [run["final"] for run in runs]
+            ppo = script == "ppo_puffer_async"
+            zoo = (RL_ZOO_PPO if ppo else RL_ZOO_A2C).get(env_id)
+            rows.append([env_id, f"`{script}.py`", " / ".join(f"{f:.1f}" for f in finals),
+                         fmt(np.mean(finals), np.std(finals)), f"{np.mean([r['sps'] for r in runs]):,.0f}",
+                         fmt(*CLEANRL_PPO[env_id]) if ppo and env_id in CLEANRL_PPO else "-",
+                         f"{'PPO' if ppo else 'A2C'} {fmt(*zoo[:2])} ({zoo[2]})" if zoo else "-"])  # fmt: skip
+        recorded = [SB3_A2C_LUNARLANDER_RECORDED.get(seed) for seed in opts.seeds]
+        if (
+            (env_id, opts.total_timesteps) == ("LunarLander-v3", 500_000)
+            and "a2c_cartpole" in opts.scripts
+            and all(recorded)
+        ):
+            rows.append([env_id, "SB3 2.9.2 A2C, RL Zoo's settings (recorded run, 2026-11-25)",
+                         " / ".join(f"{f:.1f}" for f in recorded), fmt(np.mean(recorded), np.std(recorded)), "-", "-",
+                         f"A2C {fmt(*RL_ZOO_A2C[env_id][:2])} ({RL_ZOO_A2C[env_id][2]})"])  # fmt: skip
+    print(results_module.markdown(columns, rows))
+    default = (opts.envs, opts.scripts, opts.seeds) == (ENVS, ["ppo_puffer_async", "a2c_cartpole"], [1, 2, 3])
+    if default and opts.total_timesteps == 500_000 and opts.tag == "defaults" and not settings:
+        notes = [
+            "Final greedy evaluation (20 episodes, observation statistics frozen) after 500k steps at each script's "
+            "defaults (`a2c_cartpole.py` on LunarLander-v3: its set of that env's own, `PER_ENV`), two runs at a "
+            "time, one per core; training SPS as the script reports it. SB3's row: our recorded run of SB3's A2C "
+            "with RL Zoo's LunarLander settings, measured the same way (`python benchmarks/bench_a2c_continuous.py "
+            "--envs LunarLander-v3 --learners sb3 --total-timesteps 500000` re-runs it).",
+            "Published columns: CleanRL's `ppo.py` (its docs: the return of training episodes at the end of "
+            "training, 3 seeds); RL Zoo's tuned agent of the same algorithm (its benchmark.md: one agent, "
+            "deterministic evaluation, at the steps shown; LunarLander there is v2). Other measurements than ours: "
+            "reference levels, not a race.",
+        ]  # fmt: skip
+        mountain = np.mean([results[("ppo_puffer_async", "MountainCar-v0", seed)]["final"] for seed in opts.seeds])
+        readme = dict(task="Classic control (CartPole, Acrobot, MountainCar, LunarLander), both scripts, 500k steps",
+                      result=f"MountainCar-v0, `ppo_puffer_async.py`: {mountain:.1f} (CleanRL's `ppo.py`: "
+                      f"{CLEANRL_PPO['MountainCar-v0'][0]:.1f})", page="docs/classic_control.md", order=5)  # fmt: skip
+        minutes = sum(result["wall"] for result in results.values()) / 60 / len(opts.cores)
+        runs = [dict(script=script, env_id=env_id, seed=seed, final=r["final"], sps=r["sps"])
+                for (script, env_id, seed), r in results.items()]  # fmt: skip
+        runs += [dict(script="SB3 A2C, RL Zoo's settings (recorded run, 2026-11-25)", env_id="LunarLander-v3",
+                      seed=seed, final=final) for seed, final in SB3_A2C_LUNARLANDER_RECORDED.items()]  # fmt: skip
+        results_module.save("classic-control", minutes, table=dict(columns=columns, rows=rows, notes=notes),
+                            runs=runs, readme=readme)  # fmt: skip
     if opts.plot:
         plot(results, opts, opts.plot)
 

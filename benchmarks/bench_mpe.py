@@ -1,12 +1,16 @@
-"""ppo_puffer_async.py on PettingZoo MPE tasks through the generic module-path env id, against a uniform-random and
-an always-no-op policy on the same envs: per-agent episode return, 100 episodes each (the trained policy's final
-checkpoint, sampled actions as in training). Results depend only on the seeds, not on the machine's load.
+"""ppo_puffer_async.py on PettingZoo's MPE tasks (mpe2), against uniform-random play: per-agent episode returns, per
+kind of agent where a task has several (a kind: the agents' name without its trailing _N).
 
-    python benchmarks/bench_mpe.py                            # simple_reference_v3, simple_v3, simple_spread_v3
+    python benchmarks/bench_mpe.py --random-play               # every mpe2 task, 200 episodes of random play
+    python benchmarks/bench_mpe.py --envs mpe2.simple_tag_v3 --seeds 1 2 3
     python benchmarks/bench_mpe.py --envs mpe2.simple_v3 --seeds 1 --total-timesteps 500000
 
-Each training is the script at its defaults (those of every PettingZoo env: 2 env worker processes) with
---total-timesteps, one at a time; a finished run's result is kept under --out, so rerunning only runs what is missing.
+Random play: every agent acts uniformly at random in its own action space, on the raw parallel env, episodes seeded
+10,000 + i; mean and standard error of the per-agent returns of each kind. Training: the script at its defaults (those
+of every PettingZoo env: 2 env worker processes), with --total-timesteps where TOTALS sets one (a task whose default
+run would pass 10 minutes on 2 cores), one run at a time; then --eval-checkpoint with 100 episodes (sampled actions,
+as in training) and, for tasks of two or more teams, --eval-opponents random (each team against random teams). A
+finished run's result is kept under --out, so rerunning only runs what is missing.
 """
 
 import argparse
@@ -23,23 +27,38 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+import results as results_module  # noqa: E402
+from common.puffer_envs import TEAMS  # noqa: E402
+
+# Agent steps for the tasks whose default 7.5M would take longer than 10 minutes on 2 cores (their many agents and
+# landmarks make a step slow: ~5k agent steps a second at the defaults)
+TOTALS = {"mpe2.simple_world_comm_v3": 3_000_000, "mpe2.collect_treasure_v1": 2_000_000}
 
 
-def baseline(env_id: str, policy: str, episodes: int, seed: int) -> float:
-    """Mean per-agent episode return of `policy` ("random" or "no-op": action 0) on the raw parallel env."""
+def random_play(env_id: str, episodes: int, seed: int = 10_000) -> dict:
+    """{kind: per-agent episode returns} of uniform-random play on the raw parallel env."""
     env = importlib.import_module(env_id).parallel_env()
-    rng, returns = np.random.default_rng(seed), []
+    rng, returns = np.random.default_rng(seed), {}
     for episode in range(episodes):
-        observations, _ = env.reset(seed=seed + episode)
+        env.reset(seed=seed + episode)
         totals = dict.fromkeys(env.agents, 0.0)
         while env.agents:
-            actions = {a: 0 if policy == "no-op" else int(rng.integers(env.action_space(a).n)) for a in env.agents}
-            observations, rewards, terminations, truncations, _ = env.step(actions)
+            actions = {agent: env.action_space(agent).sample() for agent in env.agents}
+            if hasattr(env.action_space(env.agents[0]), "n"):  # the env's own sampler is unseeded: draw from ours
+                actions = {agent: int(rng.integers(env.action_space(agent).n)) for agent in env.agents}
+            _, rewards, *_ = env.step(actions)
             for agent, reward in rewards.items():
                 totals[agent] += reward
-        returns.extend(totals.values())
+        for agent, total in totals.items():
+            returns.setdefault(re.sub(r"_\d+$", "", agent), []).append(total)
     env.close()
-    return float(np.mean(returns))
+    return returns
+
+
+def mean_se(values) -> str:
+    values = np.asarray(values, dtype=np.float64)
+    return f"{values.mean():.2f} +/- {values.std(ddof=1) / np.sqrt(len(values)):.2f}"
 
 
 def train(env_id, seed, total, folder):
@@ -48,50 +67,122 @@ def train(env_id, seed, total, folder):
         return json.loads(result_file.read_text())
     folder.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, str(ROOT / "ppo_puffer_async.py"), "--env-id", env_id, "--seed", str(seed),
-               "--total-timesteps", str(total), "--checkpoint-freq", "0"]  # fmt: skip
+               "--checkpoint-freq", "0"] + (["--total-timesteps", str(total)] if total else [])  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     start = time.time()
     out = subprocess.run(command, cwd=folder, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         raise SystemExit(f"{env_id} seed {seed} failed:\n{out.stderr[-2000:]}")
+    wall, sps = (
+        time.time() - start,
+        float(re.search(r"SPS ([\d,]+)", out.stdout.splitlines()[-1]).group(1).replace(",", "")),
+    )
     (checkpoint,) = glob.glob(str(folder / "runs" / "*" / "ppo_puffer_async.pt"))
-    command = [
-        sys.executable,
-        str(ROOT / "ppo_puffer_async.py"),
-        "--eval-checkpoint",
-        checkpoint,
-        "--eval-episodes",
-        "100",
-    ]
-    evaluation = subprocess.run([*command, "--seed", str(seed)], capture_output=True, text=True, env=env)
-    mean = float(re.search(r"return\s+(-?[\d.]+)", evaluation.stdout).group(1))
-    result = {"eval": mean, "wall": time.time() - start}
+    command = [sys.executable, str(ROOT / "ppo_puffer_async.py"), "--eval-checkpoint", checkpoint,
+               "--eval-episodes", "100", "--seed", str(seed)]  # fmt: skip
+    if env_id in TEAMS_OF_TWO_OR_MORE:
+        command += ["--eval-opponents", "random"]
+    evaluation = subprocess.run(command, capture_output=True, text=True, env=env)
+    if evaluation.returncode != 0:
+        raise SystemExit(f"{env_id} seed {seed} evaluation failed:\n{evaluation.stderr[-2000:]}")
+    means = dict(re.findall(r"^\s+(return\S*)\s+(-?[\d.]+)", evaluation.stdout, re.M))
+    spreads = dict(re.findall(r"^\s+(return\S*)\s+-?[\d.]+ \+/- ([\d.]+)", evaluation.stdout, re.M))
+    episodes = int(re.search(r"(\d+) episodes", evaluation.stdout).group(1))
+    result = {"eval": {key: float(value) for key, value in means.items()}, "std": spreads, "wall": wall, "sps": sps}
+    result["episodes"] = episodes
     result_file.write_text(json.dumps(result))
     return result
 
 
+TEAMS_OF_TWO_OR_MORE = ["mpe2.simple_crypto_v3", "mpe2.simple_adversary_v3", "mpe2.simple_push_v3",
+                        "mpe2.simple_tag_v3", "mpe2.simple_world_comm_v3"]  # fmt: skip
+ALL = [f"mpe2.{name.split('/')[1]}" for name in sorted(importlib.import_module("mpe2.all_modules").mpe_environments)]
+# The tasks judged on three seeds (every team against random play, and speaker_listener); the others on one
+THREE_SEEDS = [*TEAMS_OF_TWO_OR_MORE, "mpe2.simple_speaker_listener_v4"]
+# What others report, and how: not comparable number for number (other episode lengths, steps, sums), so the docs
+# give the protocol, not a figure.
+NOTES = [
+    "Per-agent return: each agent's own episode return (25 steps), mean over the agents of a kind and over 100 "
+    "evaluation episodes (actions sampled, as in training), then over seeds. A team's result against random play is "
+    "from `--eval-opponents random`: the team plays its policy, every other team acts uniformly at random. "
+    "*Above random by*: (trained - random) over the standard error of the difference, the smallest over the seeds.",
+    "MAPPO (Yu et al., 2022) reports the team's summed reward per 25-step episode after 20M (Spread), 2M (Comm, our "
+    "speaker_listener) and 3M (Reference) env steps; EPyMARL (Papoudakis et al., 2021) reports the return divided by "
+    "the number of agents after 20M steps, and trains Adversary and Tag against fixed pretrained opponents, so its "
+    "figures there are not against random play. Neither is on this table's protocol: compare with care.",
+]
+
+
+def se_of_difference(trained: float, spread: float, n: int, random: list) -> float:
+    """(trained - random play) in standard errors: trained's from its spread over n agent-episodes."""
+    se = np.hypot(spread / np.sqrt(n), np.std(random, ddof=1) / np.sqrt(len(random)))
+    return (trained - np.mean(random)) / se
+
+
+def task_row(env_id: str, seeds: list, results: dict, random: dict) -> list:
+    """The docs' row of one task: per kind, the trained return (against random teams where there are several teams),
+    random play, and how far above it, in standard errors."""
+    teams = len(TEAMS[env_id].split(",")) if env_id in TEAMS_OF_TWO_OR_MORE else 1
+    trained, above = [], []
+    for kind, returns in random.items():
+        key = f"return_vs_random/{kind}" if teams > 1 else f"return/{kind}" if len(random) > 1 else "return"
+        per_agent = len(returns) // 200  # the kind's agents per env
+        n = per_agent * (100 // teams)  # its agent-episodes in the envs where its team played its policy
+        values = [results[(env_id, seed)]["eval"][key] for seed in seeds]
+        spreads = [float(results[(env_id, seed)]["std"][key]) for seed in seeds]
+        trained.append(
+            f"{kind} {np.mean(values):.2f}"
+            + (f" ({' / '.join(f'{v:.2f}' for v in values)})" if len(values) > 1 else "")
+        )
+        above.append(f"{kind} {min(se_of_difference(v, s, n, returns) for v, s in zip(values, spreads)):+.1f}")
+    minutes = np.mean([results[(env_id, seed)]["wall"] / 60 for seed in seeds])
+    agents = ", ".join(f"{kind} x{len(r) // 200}" for kind, r in random.items())
+    return [env_id.split(".")[1], agents, TEAMS.get(env_id, "one team").replace(",", " vs ").replace("+", " + "),
+            "; ".join(trained), "; ".join(f"{k} {mean_se(v)}" for k, v in random.items()), "; ".join(above),
+            " ".join(map(str, seeds)), f"{minutes:.1f}"]  # fmt: skip
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--envs", nargs="+", default=["mpe2.simple_reference_v3", "mpe2.simple_v3", "mpe2.simple_spread_v3"]
-    )
-    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2])
-    parser.add_argument("--total-timesteps", type=int, default=2_000_000)
+    parser.add_argument("--envs", nargs="+", default=ALL, help="default: every mpe2 task (then the docs' table)")
+    parser.add_argument("--seeds", nargs="+", type=int, default=None, help="default: 1 2 3 for THREE_SEEDS, else 1")
+    parser.add_argument("--total-timesteps", type=int, default=None, help="default: the script's (TOTALS's)")
+    parser.add_argument("--random-play", action="store_true", help="only random play, every mpe2 task")
+    parser.add_argument("--episodes", type=int, default=200, help="episodes of random play")
     parser.add_argument("--out", default="bench_results/mpe")
     opts = parser.parse_args()
+    if opts.random_play:
+        print(f"uniform-random play, {opts.episodes} episodes (seeded 10,000 + i); mean +/- standard error")
+        print("| task | per-agent return by kind |\n|---|---|")
+        for env_id in ALL:
+            returns = random_play(env_id, opts.episodes)
+            print(f"| {env_id} | " + "; ".join(f"{k} {mean_se(v)}" for k, v in returns.items()) + " |")
+        return
+    seeds = {env_id: opts.seeds or ([1, 2, 3] if env_id in THREE_SEEDS else [1]) for env_id in opts.envs}
     results = {}
     for env_id in opts.envs:
-        for seed in opts.seeds:
-            results[(env_id, seed)] = train(env_id, seed, opts.total_timesteps, Path(opts.out) / env_id / str(seed))
+        for seed in seeds[env_id]:
+            total = opts.total_timesteps or TOTALS.get(env_id)
+            results[(env_id, seed)] = train(env_id, seed, total, Path(opts.out) / env_id / str(seed))
             print(f"  {env_id} seed {seed}: {results[(env_id, seed)]}", flush=True)
-    print(f"\nper-agent episode return, 100 episodes; trained {opts.total_timesteps:,} agent steps at the defaults; "
-          f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores")  # fmt: skip
-    print("| env | trained (per seed) | random | always no-op |")
-    print("|---|---|---|---|")
-    for env_id in opts.envs:
-        trained = [results[(env_id, seed)]["eval"] for seed in opts.seeds]
-        random, noop = (baseline(env_id, policy, 100, 10_000) for policy in ("random", "no-op"))
-        print(f"| {env_id} | {' / '.join(f'{t:.2f}' for t in trained)} | {random:.2f} | {noop:.2f} |")
+    columns = ["task", "agents", "teams", "trained: per-agent return (per seed)", "uniform-random play (200 episodes)",
+               "above random by (s.e.)", "seeds", "minutes a run"]  # fmt: skip
+    random = {env_id: random_play(env_id, 200) for env_id in opts.envs}
+    rows = [task_row(env_id, seeds[env_id], results, random[env_id]) for env_id in opts.envs]
+    print(results_module.markdown(columns, rows))
+    if opts.envs == ALL and opts.total_timesteps is None and opts.seeds is None:
+        task = "mpe2.simple_speaker_listener_v4"
+        listener = [results[(task, seed)]["eval"]["return"] for seed in (1, 2, 3)]
+        random_listener = np.mean(random[task]["listener"])
+        minutes = sum(result["wall"] for result in results.values()) / 60
+        runs = [dict(env_id=env_id, seed=seed, **result) for (env_id, seed), result in results.items()]
+        readme = dict(task="MPE, all 12 `mpe2` tasks (`ppo_puffer_async.py`)", order=4,
+                      result=f"speaker_listener per-agent return {np.mean(listener):.1f} (random play "
+                      f"{random_listener:.1f}); each team against random teams: the page",
+                      page="docs/ppo_puffer_async.md#agents-that-differ-pettingzoo")  # fmt: skip
+        results_module.save(
+            "mpe", minutes, table=dict(columns=columns, rows=rows, notes=NOTES), runs=runs, readme=readme
+        )
 
 
 if __name__ == "__main__":

@@ -28,12 +28,14 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_classic_control import ROOT, fmt, run_one, script_flags  # noqa: E402
 
+import results as results_module  # noqa: E402
+
 ENVS = ["HalfCheetah", "Hopper", "Walker2d", "InvertedPendulum"]
 # CleanRL's ppo_continuous_action.py at 1M steps on the v4 envs (its docs; mean +/- std over seeds).
 CLEANRL = {"HalfCheetah": (1442.6, 46.0), "Walker2d": (2288.0, 571.8), "Hopper": (2382.9, 271.7),
            "InvertedPendulum": (963.1, 22.2)}  # fmt: skip
 EVAL_FREQ = {"ppo_puffer_async": 50, "a2c_cartpole": 1000}  # updates: ~100k steps at either script's defaults
-# CleanRL's (and SB3's RL Zoo) PPO settings for MuJoCo, as each learner spells them.
+# CleanRL's ppo_continuous_action.py settings (RL Zoo's for SB3's PPO on MuJoCo too), as this script spells them
 MATCHED = ["--num-envs", "1", "--horizon", "64", "--batch-size", "2048", "--num-minibatches", "32"]
 MATCHED += ["--update-epochs", "10", "--hidden-size", "64"]
 SB3 = """
@@ -49,37 +51,81 @@ start = time.perf_counter()
 model.learn(int(sys.argv[2]))
 print(f"SPS {int(sys.argv[2]) / (time.perf_counter() - start):.0f}")
 """
+# CleanRL's ppo_continuous_action.py at this commit of github.com/vwxyzjn/cleanrl, with the one edit Gymnasium 1.x
+# needs to run it. (Its episode logging reads infos["final_info"], which Gymnasium 1.x no longer writes, so it logs
+# no returns, and 1.x's next-step autoreset hands it one transition per episode across the reset: neither changes
+# its speed.)
+CLEANRL_COMMIT = "fe8d8a03c41a7ef5b523e2e354bd01c363e786bb"
+CLEANRL_EDITS = [
+    (
+        "gym.wrappers.TransformObservation(env, lambda obs: np.clip(obs, -10, 10))",
+        "gym.wrappers.TransformObservation(env, lambda obs: np.clip(obs, -10, 10), env.observation_space)",
+    )
+]
 
 
-def speed(env_id: str, steps: int, out: Path) -> None:
-    """SB3's PPO and ours at matched settings, at the same time, one core each; then ours at its defaults (8 envs,
-    minibatches of 256 steps), and at its defaults in CleanRL's 32 minibatches."""
+def cleanrl_script(clone: str, out: Path) -> Path:
+    """CleanRL's ppo_continuous_action.py from a clone of its repository at CLEANRL_COMMIT, edited for Gymnasium 1.x."""
+    show = ["git", "-C", clone, "show", f"{CLEANRL_COMMIT}:cleanrl/ppo_continuous_action.py"]
+    source = subprocess.run(show, capture_output=True, text=True)
+    if source.returncode != 0:
+        raise SystemExit(f"--cleanrl {clone}: no commit {CLEANRL_COMMIT[:8]} there (git clone "
+                         "https://github.com/vwxyzjn/cleanrl; it needs the full history)")  # fmt: skip
+    text = source.stdout
+    for old, new in CLEANRL_EDITS:
+        assert old in text, f"CleanRL's script changed: {old!r} not found"
+        text = text.replace(old, new)
+    path = out / "cleanrl_ppo_continuous_action.py"
+    path.write_text(text)
+    return path
+
+
+def speed(env_id: str, steps: int, out: Path, cleanrl=None):
+    """Training SPS side by side with SB3's PPO (SB3 on core 0, the other on core 1, one torch thread each, the same
+    steps): ppo_puffer_async.py at CleanRL's settings, CleanRL's own script (with --cleanrl), ppo_puffer_async.py at
+    its defaults. Each ratio is from one pair run at the same time."""
     out.mkdir(parents=True, exist_ok=True)
-    common = ["--env-id", env_id, "--total-timesteps", str(steps), "--checkpoint-freq", "0", "--seed", "1"]
-    ours = [sys.executable, str(ROOT / "ppo_puffer_async.py"), *common]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    ours = [sys.executable, str(ROOT / "ppo_puffer_async.py"), "--env-id", env_id, "--total-timesteps", str(steps),
+            "--checkpoint-freq", "0", "--seed", "1", "--eval-freq", "0", "--eval-episodes", "1"]  # fmt: skip
+    learners = [
+        ("ppo_puffer_async.py", "CleanRL's: 1 env x 2048 steps, 32 minibatches, 10 epochs, 64 x 64", ours + MATCHED)
+    ]
+    if cleanrl:
+        command = [
+            sys.executable,
+            str(cleanrl_script(cleanrl, out)),
+            "--env-id",
+            env_id,
+            "--total-timesteps",
+            str(steps),
+        ]
+        learners.append((f"CleanRL's ppo_continuous_action.py ({CLEANRL_COMMIT[:8]})", "its own (the same)", command))
+    learners.append(("ppo_puffer_async.py", "its defaults: 8 envs x 256 steps, minibatches of 256, 64 x 64", ours))
 
-    def sps_of(proc) -> float:
-        text = proc.communicate()[0]
-        (out / f"log_{proc.args[2]}.txt").write_text(text)
-        return float(re.findall(r"SPS\s+([\d,]+)", text)[-1].replace(",", ""))
+    def launch(core, name, command):
+        log = open(out / f"{name}.txt", "w")
+        return subprocess.Popen(
+            ["taskset", "-c", str(core), *command], cwd=out, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
 
-    def launch(core, cmd):
-        pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        return subprocess.Popen(["taskset", "-c", str(core), *cmd], cwd=out, env=env, **pipes)
+    def sps_of(proc, name) -> float:
+        if proc.wait() != 0:
+            raise SystemExit(f"{name} failed: {out / (name + '.txt')}")
+        return float(re.findall(r"SPS:?\s+([\d,]+)", (out / f"{name}.txt").read_text())[-1].replace(",", ""))
 
-    sb3 = launch(0, [sys.executable, "-c", SB3, env_id, str(steps)])
-    matched = launch(1, ours + MATCHED)
-    sb3_sps, matched_sps = sps_of(sb3), sps_of(matched)
-    defaults_sps = sps_of(launch(1, ours))
-    small_sps = sps_of(launch(1, ours + ["--num-minibatches", "32"]))  # the defaults in minibatches of 64 steps
-    print(f"{env_id}, {steps:,} steps, one core each, {time.strftime('%Y-%m-%d')}:")
-    print("| learner | settings | SPS | vs SB3 |\n|---|---|---|---|")
-    print(f"| SB3 {__import__('stable_baselines3').__version__} PPO | 1 env x 2048, 32 minibatches, 10 epochs | "
-          f"{sb3_sps:,.0f} | 1.00x |")  # fmt: skip
-    print(f"| ppo_puffer_async.py | the same | {matched_sps:,.0f} | {matched_sps / sb3_sps:.2f}x |")
-    print(f"| ppo_puffer_async.py | its defaults | {defaults_sps:,.0f} | {defaults_sps / sb3_sps:.2f}x |")
-    print(f"| ppo_puffer_async.py | its defaults, 32 minibatches | {small_sps:,.0f} | {small_sps / sb3_sps:.2f}x |")
+    rows, runs, sb3_version = [], [], __import__("stable_baselines3").__version__
+    for i, (learner, settings, command) in enumerate(learners):
+        pair = (
+            launch(0, f"sb3_{i}", [sys.executable, "-c", SB3, env_id, str(steps)]),
+            launch(1, f"learner_{i}", command),
+        )
+        sb3_sps, sps = sps_of(pair[0], f"sb3_{i}"), sps_of(pair[1], f"learner_{i}")
+        runs.append(dict(learner=learner, settings=settings, sps=sps, sb3_sps=sb3_sps))
+        rows.append([learner, settings, f"{sps:,.0f}", f"{sb3_sps:,.0f}", f"**{sps / sb3_sps:.2f}x**"])
+        print(f"| {' | '.join(rows[-1])} |", flush=True)
+    columns = ["learner", "settings", "training SPS", f"SB3 {sb3_version} PPO beside it (CleanRL's settings)", "ratio"]
+    return columns, rows, runs
 
 
 def main():
@@ -95,9 +141,18 @@ def main():
     parser.add_argument("--out", default="bench_results/mujoco")
     parser.add_argument("--plot", help="also draw the learning curves into this PNG")
     parser.add_argument("--speed", action="store_true", help="only the SPS comparison with SB3 (200k steps)")
+    parser.add_argument("--cleanrl", help="with --speed: a clone of github.com/vwxyzjn/cleanrl, to run its script too")
     opts = parser.parse_args()
     if opts.speed:
-        return speed(f"HalfCheetah-{opts.version}", 200_000, Path(opts.out) / "speed")
+        start = time.time()
+        columns, rows, runs = speed(f"HalfCheetah-{opts.version}", 200_000, Path(opts.out) / "speed", opts.cleanrl)
+        print(results_module.markdown(columns, rows))
+        notes = [f"HalfCheetah-{opts.version}, 200,000 steps per run; each row's learner on one core while SB3's PPO "
+                 "runs on the other, one torch thread each; training SPS as each learner reports it."]  # fmt: skip
+        if opts.version == "v5" and opts.cleanrl:
+            results_module.save("mujoco-speed", (time.time() - start) / 60, table=dict(columns=columns, rows=rows,
+                                notes=notes), runs=runs)  # fmt: skip
+        return
     settings = [tuple(item.split("=", 1)) for item in opts.set]
     for script in opts.scripts:
         script_flags(script, settings)  # a bad --set fails now, not after an hour
@@ -124,15 +179,35 @@ def main():
 
     print(f"\n{opts.tag}: final deterministic evaluation (10 episodes) after {opts.total_timesteps:,} steps, seeds "
           f"{' '.join(map(str, opts.seeds))}; {time.strftime('%Y-%m-%d')}, one run per core")  # fmt: skip
-    print("| env | script | per seed | mean +/- std | SPS | CleanRL ppo_continuous_action.py (v4) |")
-    print("|---|---|---|---|---|---|")
+    columns = ["env", "script", "per seed", "mean +/- std", "training SPS", "CleanRL's ppo_continuous_action.py (v4)"]
+    rows, above = [], []
     for env in opts.envs:
         for script in opts.scripts:
             runs = [results[(script, f"{env}-{opts.version}", seed)] for seed in opts.seeds]
             finals = [run["final"] for run in runs]
-            print(f"| {env}-{opts.version} | {script} | {' / '.join(f'{f:.1f}' for f in finals)} | "
-                  f"{fmt(np.mean(finals), np.std(finals))} | {np.mean([r['sps'] for r in runs]):,.0f} | "
-                  f"{fmt(*CLEANRL[env])} |")  # fmt: skip
+            rows.append([f"{env}-{opts.version}", script, " / ".join(f"{f:.1f}" for f in finals),
+                         fmt(np.mean(finals), np.std(finals)), f"{np.mean([r['sps'] for r in runs]):,.0f}",
+                         fmt(*CLEANRL[env])])  # fmt: skip
+            above += [np.mean(finals) > CLEANRL[env][0]] if script == "ppo_puffer_async" else []
+    print(results_module.markdown(columns, rows))
+    if (
+        opts.tag == "defaults"
+        and opts.version == "v5"
+        and (opts.envs, opts.seeds, opts.scripts) == (ENVS, [1, 2, 3], ["ppo_puffer_async"])
+    ):
+        notes = ["Final deterministic evaluation (10 episodes, the Gaussian's mean) after 1M steps at each script's "
+                 "continuous defaults, one run per core. CleanRL's column: its published figures, v4 envs, the "
+                 "return of training episodes (docs.cleanrl.dev, ppo_continuous_action.py)."]  # fmt: skip
+        cheetah = np.mean([results[("ppo_puffer_async", "HalfCheetah-v5", seed)]["final"] for seed in opts.seeds])
+        readme = dict(task="MuJoCo v5 (HalfCheetah, Hopper, Walker2d, InvertedPendulum), `ppo_puffer_async.py`",
+                      result=f"HalfCheetah {cheetah:,.0f}; above CleanRL's published PPO on {sum(above)} of "
+                      f"{len(above)} tasks", page="docs/ppo_puffer_async.md#mujoco-box-actions", order=6)  # fmt: skip
+        minutes = sum(result["wall"] for result in results.values()) / 60 / len(opts.cores)
+        runs = [
+            dict(script=s, env_id=e, seed=seed, final=r["final"], sps=r["sps"]) for (s, e, seed), r in results.items()
+        ]
+        results_module.save("mujoco", minutes, table=dict(columns=columns, rows=rows, notes=notes), runs=runs,
+                            readme=readme)  # fmt: skip
     if opts.plot:
         plot(results, opts)
 

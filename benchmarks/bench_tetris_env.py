@@ -1,10 +1,17 @@
-"""Steps per second of common.tetris.Tetris in one process, random actions, vs Ocean's C Tetris.
+"""Steps per second of our Tetris (common.tetris.Tetris) against PufferLib Ocean's C Tetris: random actions, N envs
+stepped as one batch in this process, pinned to one core; runs alternate between the two, and each side's median
+is taken.
 
-python benchmarks/bench_tetris_env.py            # N = 1,024 and 4,096, about 3 s each
-python benchmarks/bench_tetris_env.py --quick    # under a second each
+    bash benchmarks/build_ocean_tetris.sh                           # builds Ocean's Tetris into /tmp/ocean (gcc)
+    python benchmarks/bench_tetris_env.py --ocean /tmp/ocean        # N = 4,096, 5 alternating runs of 3 s: ~1 min
+    python benchmarks/bench_tetris_env.py --num-envs 1024 4096 --runs 3 --quick
+
+build_ocean_tetris.sh compiles Ocean's C Tetris from PufferLib 3.0.0's sdist (its full build needs network access);
+without --ocean, only ours is timed.
 """
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -12,15 +19,14 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script, package not installed
+import results as results_module  # noqa: E402
 from common.tetris import Tetris  # noqa: E402
 
-OCEAN_STEPS_PER_SECOND = 3.8e6  # Ocean's C env, measured on one core of the same machine kind (docs/tetris.md)
 
-
-def steps_per_second(num_envs, seconds, seed=0):
-    env = Tetris(num_envs=num_envs, seed=seed)
+def steps_per_second(make_env, num_envs: int, seconds: float, seed: int = 0) -> float:
+    env = make_env(num_envs)
     env.reset(seed=seed)
-    # Pre-generated so that drawing actions is not timed; 256 rows are enough to avoid any pattern.
+    # Pre-drawn, so that drawing actions is not timed; 256 rows are enough to avoid any pattern.
     actions = np.random.default_rng(seed).integers(0, 7, (256, num_envs), dtype=np.int32)
     for i in range(20):  # warm-up
         env.step(actions[i])
@@ -29,18 +35,46 @@ def steps_per_second(num_envs, seconds, seed=0):
         for i in range(50):
             env.step(actions[(steps + i) % 256])
         steps += 50
-    return steps * num_envs / (time.perf_counter() - start)
+    sps = steps * num_envs / (time.perf_counter() - start)
+    env.close()
+    return sps
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="time 0.5 s per size instead of 3 s")
-    parser.add_argument("--num-envs", type=int, nargs="+", default=[1024, 4096])
-    args = parser.parse_args()
-    seconds = 0.5 if args.quick else 3.0
-    for num_envs in args.num_envs:
-        sps = steps_per_second(num_envs, seconds)
-        print(f"N = {num_envs:>6,}: {sps / 1e6:5.2f}M steps/s  ({sps / OCEAN_STEPS_PER_SECOND:.2f}x Ocean's 3.8M)")
+    parser.add_argument("--ocean", help="the folder build_ocean_tetris.sh built (holds anchor_ocean/)")
+    parser.add_argument("--num-envs", type=int, nargs="+", default=[4096])
+    parser.add_argument("--runs", type=int, default=5, help="alternating runs of each env; the median is shown")
+    parser.add_argument("--quick", action="store_true", help="time 0.5 s per run instead of 3 s")
+    parser.add_argument("--core", type=int, default=0, help="the core to run on")
+    opts = parser.parse_args()
+    os.sched_setaffinity(0, {opts.core})
+    envs = {"ours (common/tetris.py)": lambda n: Tetris(num_envs=n, seed=0)}
+    if opts.ocean:
+        sys.path.insert(0, opts.ocean)
+        from anchor_ocean.tetris.tetris import Tetris as Ocean
+
+        envs["Ocean's C Tetris (PufferLib 3.0.0)"] = lambda n: Ocean(num_envs=n, seed=0)
+    start, rows, runs = time.time(), [], []
+    for num_envs in opts.num_envs:
+        measured = {name: [] for name in envs}
+        for _ in range(opts.runs):
+            for name, make_env in envs.items():
+                measured[name].append(steps_per_second(make_env, num_envs, 0.5 if opts.quick else 3.0))
+        medians = {name: float(np.median(values)) for name, values in measured.items()}
+        runs.append(dict(num_envs=num_envs, **{name: values for name, values in measured.items()}))
+        row = [f"{num_envs:,}"] + [f"{medians[name] / 1e6:.2f}M" for name in envs]
+        if opts.ocean:
+            ours, ocean = medians.values()
+            row.append(f"**{ours / ocean:.2f}x**")
+        rows.append(row)
+    columns = ["N envs", *(f"{name}, steps/s" for name in envs)] + (["ours / Ocean"] if opts.ocean else [])
+    print(results_module.markdown(columns, rows))
+    if opts.ocean and opts.num_envs == [4096] and opts.runs == 5 and not opts.quick:
+        notes = [f"One process pinned to one core, random actions; the median of {opts.runs} alternating runs of "
+                 "3 s each."]  # fmt: skip
+        table = dict(columns=columns, rows=rows, notes=notes)
+        results_module.save("tetris-env", (time.time() - start) / 60, table=table, runs=runs)
 
 
 if __name__ == "__main__":

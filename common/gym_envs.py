@@ -4,6 +4,7 @@ Ours reset in the SAME step (gymnasium's AutoresetMode.SAME_STEP): the observati
 truncated` is the next episode's first, and the last one, to bootstrap V(final_obs) from, is in `info["final_obs"]`."""
 
 import functools
+import importlib.util
 import os
 from typing import Optional
 
@@ -58,15 +59,8 @@ class SameStepVectorEnv(gym.vector.VectorEnv):
         infos = {}
         if final_obs is not None:
             dones = self.terminations | self.truncations
-            infos = {
-                "final_obs": final_obs,
-                "_final_obs": dones,
-                "_episode": dones,
-                "episode": {
-                    "r": np.where(dones, self.episode_returns, 0.0),
-                    "l": np.where(dones, self.episode_lengths, 0),
-                },
-            }
+            returns, lengths = np.where(dones, self.episode_returns, 0.0), np.where(dones, self.episode_lengths, 0)
+            infos = dict(final_obs=final_obs, _final_obs=dones, _episode=dones, episode={"r": returns, "l": lengths})
             self.episode_returns[dones], self.episode_lengths[dones] = 0.0, 0
         return self.observations, self.rewards.copy(), self.terminations.copy(), self.truncations.copy(), infos
 
@@ -78,10 +72,9 @@ class SameStepVectorEnv(gym.vector.VectorEnv):
 def make_gym_vector_env(
     env_id: str, num_envs: int, actions=(gym.spaces.Discrete,), render_first=False, step_cap: Optional[int] = None
 ):
-    """`num_envs` copies of `env_id` stepped in this process, SAME_STEP autoreset, episode stats in info. Their
-    observations are flattened into one float vector (Box of any shape, Dict in sorted key order, Discrete
-    one-hot); `actions` are the action space types the caller can act in. `render_first`: env 0 renders
-    rgb_array frames (`envs.envs[0].render()`), for videos. `step_cap`: see make_flat_env."""
+    """`num_envs` copies of `env_id` stepped in this process, SAME_STEP autoreset, episode stats in info, observations
+    flattened (make_flat_env); `actions`: the action space types the caller acts in. `render_first`: env 0 renders
+    rgb_array frames (`envs.envs[0].render()`), for videos."""
     if num_envs < 1:
         raise ValueError(f"--num-envs must be at least 1 (got {num_envs})")
     observation_space, action_space = check_gym_env(env_id, "is not a registered Gymnasium env")
@@ -100,11 +93,9 @@ def make_gym_vector_env(
 
 
 def make_flat_env(env_id: str, render=False, step_cap: Optional[int] = None, **kwargs) -> gym.Env:
-    """`env_id` (built with `kwargs`) with its observations flattened into a vector, unless they already are one;
-    with `render`, its frames as rgb_array. `step_cap`: an env with no time limit of its own (CliffWalking) is
-    truncated after this many steps, so an evaluation of a policy that never reaches the goal still ends. The
-    passive env checker re-validates every step's output; it is a debugging aid that costs ~20% of CartPole's
-    stepping time, so we leave it to gymnasium's check_env."""
+    """`env_id` (built with `kwargs`), its observations flattened into a vector (Box of any shape, Dict in key order,
+    Discrete one-hot); `render`: its frames as rgb_array; `step_cap`: an env with no time limit of its own
+    (CliffWalking) is truncated there, so every evaluation ends. No passive env checker: ~20% of CartPole's steps."""
     if step_cap is not None and gym.spec(env_id).max_episode_steps is None:
         kwargs["max_episode_steps"] = step_cap
     env = gym.make(env_id, disable_env_checker=True, **kwargs, **render_kwargs(env_id) if render else {})
@@ -154,11 +145,15 @@ def check_gym_env(env_id: str, unknown: str, kwargs=None) -> tuple:
     if env_id.startswith("popgym-"):
         import popgym  # noqa: F401  (registers POPGym's memory tasks as Gymnasium ids; loaded only for them)
     try:
-        gym.spec(env_id)
+        entry_point = str(gym.spec(env_id).entry_point)
     except gym.error.DeprecatedEnv as e:  # e.g. Taxi-v3: Gymnasium's own words name the version to use
         raise ValueError(f"--env-id {env_id}: {e}") from None
     except gym.error.Error:
         raise ValueError(f"--env-id {env_id!r} {unknown}") from None
+    if "mujoco" in entry_point and importlib.util.find_spec("mujoco"):  # its warnings: on the console, and not also
+        config = importlib.import_module("mujoco").MjLogConfig.get()  # in a MUJOCO_LOG.TXT in the working directory
+        config.logto_file = False  # (set before the first env is made; env worker processes are forked after it)
+        config.set()
     try:
         probe = gym.make(env_id, disable_env_checker=True, **(kwargs or {}))
     except gym.error.Error as e:  # e.g. DependencyNotInstalled for Box2D or MuJoCo envs

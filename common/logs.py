@@ -49,13 +49,16 @@ def announce(run_name: str, describe: str, world, *, updates: range, update_size
               f"(--total-timesteps {total:,} rounded down to whole updates)", flush=True)  # fmt: skip
 
 
-def log_eval(writer, returns, step: int, lines=None):
-    """An evaluation's eval/return_mean and eval/return_std (and Tetris's eval/lines, lines cleared per game) at
-    `step`; (the mean return, a line for the console)."""
+def log_eval(writer, result: dict, step: int):
+    """An evaluation's eval/return_mean, eval/return_std, Tetris's eval/lines (lines per game), agents of two or more
+    kinds' eval/return_mean/<kind> and eval/return_vs_random/<kind> at `step`; (the mean return, a console line)."""
+    returns = result["return"]
     writer.add_scalar("eval/return_mean", float(returns.mean()), step)
     writer.add_scalar("eval/return_std", float(returns.std()), step)
-    if lines is not None:
-        writer.add_scalar("eval/lines", float(np.mean(lines)), step)
+    for key in ("lines_deleted", *(key for key in result if "/" in key)):
+        if key in result:
+            tag = "lines" if key == "lines_deleted" else key.replace("return/", "return_mean/")
+            writer.add_scalar(f"eval/{tag}", float(np.mean(result[key])), step)
     return float(returns.mean()), f"eval return {returns.mean():.2f} +/- {returns.std():.2f} ({len(returns)} episodes)"
 
 
@@ -64,8 +67,8 @@ def print_end(interrupted: bool, checkpoint, progress, step: int, eval_text: str
     if not checkpoint.main:
         return
     if interrupted:
-        path = checkpoint.path
-        print(f"interrupted at step {step:,}: saved {path}, envs closed; continue with --resume {path}", flush=True)
+        print(f"interrupted at step {step:,}: saved {checkpoint.path}, envs closed; continue with --resume "
+              f"{checkpoint.path}", flush=True)  # fmt: skip
     else:
         print(f"done: {progress.summary(step)}, {eval_text}; saved {checkpoint.path}", flush=True)
 
@@ -117,7 +120,8 @@ def report(title: str, stats: dict) -> None:
     """An evaluation's per-episode stats as mean +/- std, one line each (no spread for one episode)."""
     print(title)
     for key, values in stats.items():
-        print(f"  {key:<14} {values.mean():10.2f}" + (f" +/- {values.std():.2f}" if len(values) > 1 else ""))
+        spread = f" +/- {values.std():.2f}" if len(values) > 1 else ""
+        print(f"  {key:<{max(14, *map(len, stats))}} {values.mean():10.2f}{spread}")
 
 
 # ----- watching the agent: videos and GIFs, and Weights & Biases -----

@@ -1,6 +1,5 @@
-"""Running statistics for normalizing observations, the arithmetic written once. Whether a script normalizes,
-and what, is its own decision, in its Args and its rollout; the statistics are frozen for evaluation and saved
-in the checkpoint, so a trained policy always sees observations scaled as in training."""
+"""Running statistics for normalizing observations and rewards, the arithmetic written once (whether and what a
+script normalizes is its own decision); frozen for evaluation and saved, so a policy sees what it trained on."""
 
 from typing import Optional
 

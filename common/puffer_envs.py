@@ -7,6 +7,8 @@ import functools
 import importlib
 import multiprocessing
 import os
+import re
+from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
@@ -56,11 +58,20 @@ MEMORY_ENVS = {"cartpole-novel": make_cartpole_novel, "repeat-previous-easy": ma
 class NormalizedObservations:
     """A PufferLib-protocol vecenv whose observations (and final observations) are scaled by running statistics
     of the real agents' observations it returned so far, clipped to +-10, as SB3's VecNormalize does. Frozen
-    (evaluation), it scales by the statistics it was given and never updates them."""
+    (evaluation), it scales by the statistics it was given (or a checkpoint's state of them) and never updates
+    them. Agents of two or more kinds: see KindStatistics."""
 
     def __init__(self, vecenv, obs_rms=None, frozen=False):
         self.vecenv, self.frozen = vecenv, frozen
-        self.obs_rms = obs_rms or RunningMeanStd(vecenv.single_observation_space.shape)
+        if obs_rms is None or isinstance(obs_rms, dict):  # new, or a checkpoint's state of them
+            shape = vecenv.single_observation_space.shape
+            state, obs_rms = obs_rms, RunningMeanStd(shape) if vecenv.kinds is None else KindStatistics(vecenv.kinds)
+            if state is not None:
+                obs_rms.load_state_dict(state)
+        self.obs_rms = obs_rms
+        self.normalize = (
+            functools.partial(normalize_obs, obs_rms=obs_rms) if vecenv.kinds is None else obs_rms.normalize
+        )
 
     def __getattr__(self, name):  # send, async_reset, close, spaces, ... are the vecenv's
         return getattr(self.vecenv, name)
@@ -69,20 +80,48 @@ class NormalizedObservations:
         obs, *rest = self.vecenv.recv()
         if not self.frozen and rest[-1].any():  # rest[-1]: masks (absent agents' observations are padding)
             self.obs_rms.update(obs[rest[-1]])
-        return (normalize_obs(obs, self.obs_rms), *rest)
+        return (self.normalize(obs), *rest)
 
     @property
     def final_observations(self):
-        return normalize_obs(self.vecenv.final_observations, self.obs_rms)
+        return self.normalize(self.vecenv.final_observations)
+
+
+class KindStatistics:
+    """Observation statistics of agents of two or more kinds: each kind's own RunningMeanStd over its own columns (a
+    padded column means different things to different kinds); the padding and the kind one-hot are left as they are.
+    Used as NormalizedObservations' `obs_rms` (the kind of a row is read from its one-hot)."""
+
+    def __init__(self, kinds):
+        self.widths, self.rms = kinds.obs_widths, [RunningMeanStd((width,)) for width in kinds.obs_widths]
+
+    def update(self, obs: np.ndarray) -> None:
+        kind = obs[:, -len(self.rms) :].argmax(1)
+        for k, (width, rms) in enumerate(zip(self.widths, self.rms)):
+            if (kind == k).any():
+                rms.update(obs[kind == k, :width])
+
+    def normalize(self, obs: np.ndarray) -> np.ndarray:
+        out, kind = obs.astype(np.float32), obs[:, -len(self.rms) :].argmax(1)
+        for k, (width, rms) in enumerate(zip(self.widths, self.rms)):
+            out[kind == k, :width] = normalize_obs(obs[kind == k, :width], rms)
+        return out
+
+    def state_dict(self) -> dict:
+        return {"kinds": [rms.state_dict() for rms in self.rms]}
+
+    def load_state_dict(self, state: dict) -> None:
+        for rms, own in zip(self.rms, state["kinds"]):
+            rms.load_state_dict(own)
 
 
 class EpisodeLog:
     """Per-agent episode returns and lengths, for logging: `add` the real steps (which steps are real is the
-    script's decision), `pop` the episodes finished since the last pop."""
+    script's decision), `pop` the episodes finished since the last pop (returns, lengths, the agents')."""
 
     def __init__(self, num_agents: int):
         self.ep_return, self.ep_length = np.zeros(num_agents), np.zeros(num_agents, dtype=np.int64)
-        self.returns, self.lengths = [], []
+        self.returns, self.lengths, self.agents = [], [], []
 
     def add(self, agents, rewards, dones):
         """One real step of each of `agents`; returns those whose episode it ended."""
@@ -91,12 +130,21 @@ class EpisodeLog:
         ended = agents[dones]
         self.returns.extend(self.ep_return[ended])
         self.lengths.extend(self.ep_length[ended])
+        self.agents.extend(ended.tolist())
         self.ep_return[ended], self.ep_length[ended] = 0.0, 0
         return ended
 
     def pop(self):
-        returns, lengths, self.returns, self.lengths = self.returns, self.lengths, [], []
-        return returns, lengths
+        popped, self.returns, self.lengths, self.agents = (self.returns, self.lengths, self.agents), [], [], []
+        return popped
+
+
+def kind_means(tag: str, values, agents, vecenv) -> dict:
+    """{tag/<kind>: the mean of each kind's values} (values of `agents`) for agents of two or more kinds; {} else."""
+    if vecenv.kinds is None or not len(values):
+        return {}
+    values, of = np.asarray(values, dtype=np.float64), vecenv.agent_kinds[np.asarray(agents, dtype=np.int64)]
+    return {f"{tag}/{name}": values[of == k].mean() for k, name in enumerate(vecenv.kinds.names) if (of == k).any()}
 
 
 # Short names of PettingZoo envs: (module, keyword arguments). Any other "package.module" id is a PettingZoo module
@@ -124,10 +172,132 @@ def parse_env_kwargs(text: str) -> dict:
     return kwargs
 
 
-def pettingzoo_maker(env_id: str, env_kwargs: dict, render=False):
-    """A function building the PettingZoo parallel env `env_id` names (a short name or a module path such as
-    mpe2.simple_reference_v3), checked once here: every agent must have the same spaces (one policy acts for all),
-    else a one-line error naming them; observations that are not a vector are flattened (FlatObservations)."""
+# The teams (kinds that share one reward) of the MPE tasks with two or more kinds of agent; --teams names them for
+# another env (else each kind is a team of its own). A kind is an agent's name without its trailing _N.
+TEAMS = {
+    "mpe2.simple_speaker_listener_v4": "speaker+listener",
+    "mpe2.simple_crypto_v3": "eve,alice+bob",
+    "mpe2.simple_adversary_v3": "adversary,agent",
+    "mpe2.simple_push_v3": "adversary,agent",
+    "mpe2.simple_tag_v3": "adversary,agent",
+    "mpe2.simple_world_comm_v3": "leadadversary+adversary,agent",
+    "mpe2.collect_treasure_v1": "collector+deposit",
+}
+
+
+@dataclass
+class AgentKinds:
+    """A PettingZoo env's agents of two or more kinds, shown to one policy as agents of one kind (SuperSuit's padding
+    wrappers plus an agent indicator, as Terry et al., "Revisiting Parameter Sharing in Multi-Agent Deep RL", 2020):
+    `names` of the kinds, the kind of each of an env's agents (`of_agent`), each kind's observation width and action
+    space, the padded action space they share, `masks` (kinds x its outputs: each kind's own actions, or Box
+    dimensions), and each kind's team (`team_of`)."""
+
+    names: list
+    of_agent: np.ndarray
+    obs_widths: list
+    action_spaces: list
+    action_space: gym.Space
+    masks: np.ndarray
+    team_of: np.ndarray
+
+    def random_actions(self, kinds: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Uniformly random actions of agents of `kinds`, each in its own space, in the padded layout."""
+        space = self.action_space
+        actions = np.zeros((len(kinds), *space.shape), space.dtype)
+        for i, kind in enumerate(kinds):
+            own = self.action_spaces[kind]
+            if isinstance(own, gym.spaces.Box):
+                actions[i, : own.shape[0]] = rng.uniform(own.low, own.high)
+            else:
+                actions[i] = rng.integers(own.n)
+        return actions
+
+
+def agent_kinds(env_id: str, spaces: dict, teams: str = "") -> "AgentKinds | None":
+    """The kinds of a PettingZoo env's agents ({agent: (observation space, action space)}), None when there is one
+    (the env is then used as it is). Agents of one kind must share spaces, and all act in Discrete or all in 1-D
+    Box actions; else a one-line error. `teams` ("a+b,c"; "": TEAMS's, else each kind alone) are checked here."""
+    kind_of = {agent: re.sub(r"_\d+$", "", agent) for agent in spaces}
+    names = list(dict.fromkeys(kind_of.values()))
+    for name in names:
+        if len({str(pair) for agent, pair in spaces.items() if kind_of[agent] == name}) > 1:
+            raise ValueError(f"--env-id {env_id}: the {name} agents have different spaces: one kind needs one set")
+    if len(names) == 1:
+        return None
+    first = {name: next(pair for agent, pair in spaces.items() if kind_of[agent] == name) for name in names}
+    actions = [first[name][1] for name in names]
+    discrete = all(isinstance(space, gym.spaces.Discrete) for space in actions)
+    if not (discrete or all(isinstance(space, gym.spaces.Box) and len(space.shape) == 1 for space in actions)):
+        acting = ", ".join(f"{name}: {space}" for name, space in zip(names, actions))
+        raise ValueError(f"--env-id {env_id}: its kinds of agent act in different kinds of space ({acting}); one "
+                         "policy acts for all of them in Discrete or in 1-D Box actions only")  # fmt: skip
+    sizes = [int(space.n) if discrete else space.shape[0] for space in actions]
+    masks = np.arange(max(sizes))[None, :] < np.array(sizes)[:, None]
+    if discrete:
+        shared = gym.spaces.Discrete(max(sizes))
+    else:  # each dimension's bounds: the union of the kinds' that have it (each agent's own are applied by step)
+        low = [min(a.low[d] for a in actions if d < a.shape[0]) for d in range(max(sizes))]
+        high = [max(a.high[d] for a in actions if d < a.shape[0]) for d in range(max(sizes))]
+        shared = gym.spaces.Box(np.array(low, np.float32), np.array(high, np.float32))
+    groups = [team.split("+") for team in (teams or TEAMS.get(env_id, ",".join(names))).split(",")]
+    if sorted(kind for team in groups for kind in team) != sorted(names):
+        raise ValueError(f"--teams {teams!r}: name each kind of {env_id} ({', '.join(names)}) in one team, e.g. a+b,c")
+    obs_widths = [gym.spaces.flatdim(first[name][0]) for name in names]
+    of_agent = np.array([names.index(kind_of[agent]) for agent in spaces])
+    team_of = np.array([next(i for i, team in enumerate(groups) if name in team) for name in names])
+    return AgentKinds(names, of_agent, obs_widths, actions, shared, masks, team_of)
+
+
+class PaddedAgents:
+    """A PettingZoo parallel env whose agents of two or more kinds look alike (AgentKinds): each observation flattened,
+    zero-padded to the widest and followed by a one-hot of its kind; actions taken in the shared padded space and
+    each agent's own given to the env (a Box's first dimensions, clipped to the agent's bounds)."""
+
+    def __init__(self, make_env, kinds: AgentKinds):
+        self.env, self.kinds = make_env(), kinds
+        self.spaces = {agent: self.env.observation_space(agent) for agent in self.env.possible_agents}
+        self.kind = dict(zip(self.env.possible_agents, kinds.of_agent))
+        width = max(kinds.obs_widths) + len(kinds.names)
+        self.padded = gym.spaces.Box(-np.inf, np.inf, (width,), np.float32)
+
+    def __getattr__(self, name):  # agents, possible_agents, render, close... are the env's
+        return getattr(self.env, name)
+
+    def observation_space(self, agent):
+        return self.padded
+
+    def action_space(self, agent):
+        return self.kinds.action_space
+
+    def pad(self, obs: dict) -> dict:
+        padded = {}
+        for agent, ob in obs.items():
+            padded[agent] = np.zeros(self.padded.shape, np.float32)
+            flat = gym.spaces.flatten(self.spaces[agent], ob)
+            padded[agent][: len(flat)] = flat
+            padded[agent][self.padded.shape[0] - len(self.kinds.names) + self.kind[agent]] = 1.0
+        return padded
+
+    def reset(self, seed=None, options=None):
+        obs, infos = self.env.reset(seed=seed, options=options)
+        return self.pad(obs), infos
+
+    def step(self, actions):
+        own = {}
+        for agent, action in actions.items():
+            space = self.env.action_space(agent)
+            box = isinstance(space, gym.spaces.Box)
+            own[agent] = np.clip(action[: space.shape[0]], space.low, space.high) if box else action
+        obs, *rest = self.env.step(own)
+        return (self.pad(obs), *rest)
+
+
+def pettingzoo_maker(env_id: str, env_kwargs: dict, render=False, teams: str = ""):
+    """(A function building the PettingZoo parallel env `env_id` names (a short name or a module path such as
+    mpe2.simple_reference_v3), its AgentKinds or None), checked once here: agents of one kind share spaces, agents of
+    two or more kinds are padded to look alike (PaddedAgents); observations that are not a vector are flattened
+    (FlatObservations)."""
     module_name, kwargs = PETTINGZOO_NAMES.get(env_id, (env_id, {}))
     try:
         module = importlib.import_module(module_name)
@@ -149,16 +319,15 @@ def pettingzoo_maker(env_id: str, env_kwargs: dict, render=False):
         raise ValueError(f"--env-kwargs: {module_name}.parallel_env() refused them ({e})") from None
     spaces = {agent: (probe.observation_space(agent), probe.action_space(agent)) for agent in probe.possible_agents}
     probe.close()
-    if len({str(pair) for pair in spaces.values()}) > 1:
-        named = "; ".join(f"{agent}: {obs}, {act}" for agent, (obs, act) in spaces.items())
-        raise ValueError(
-            f"--env-id {env_id}: its agents have different spaces ({named}); this script needs one "
-            "observation and action space shared by every agent (e.g. mpe2.simple_reference_v3)"
-        )
-    observation_space, action_space = next(iter(spaces.values()))
-    check_spaces(observation_space, action_space, env_id)
+    for observation_space, action_space in spaces.values():
+        check_spaces(observation_space, action_space, env_id)
+    kinds = agent_kinds(module_name, spaces, teams)
+    if kinds is not None:
+        return functools.partial(PaddedAgents, make, kinds), kinds
+    if teams:
+        raise ValueError(f"--teams {teams!r}: {env_id}'s agents are all of one kind; drop --teams")
     flat = isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 1
-    return make if flat else functools.partial(FlatObservations, make)
+    return (make if flat else functools.partial(FlatObservations, make)), None
 
 
 def box_actions(env_id: str, env_kwargs: str = "") -> bool:
@@ -227,6 +396,7 @@ def make_puffer_vecenv(
     env_kwargs="",
     render=False,
     step_cap=None,
+    teams="",
 ):
     """The vector env of ppo_puffer_async.py (common/vector.py's protocol: async_reset, recv, send).
 
@@ -239,15 +409,19 @@ def make_puffer_vecenv(
     step returns the final observation, the next one a reset observation with reward 0), and
     `agents_per_env`. `render`: a Gymnasium or PettingZoo env's frames as rgb_array (first_frame). `step_cap`:
     a Gymnasium env with no time limit of its own is truncated at this many steps (gym_envs.make_flat_env).
+    `kinds`: a PettingZoo env's AgentKinds (`teams`: --teams), None for agents of one kind; `agent_kinds`: the kind
+    of each of the vecenv's agents.
     """
     if num_envs < 1 or num_workers < 1 or async_factor < 1:
         raise ValueError(
             f"--num-envs, --num-workers and --async-factor must be at least 1 "
             f"(got {num_envs}, {num_workers}, {async_factor})"
         )
-    kwargs = parse_env_kwargs(env_kwargs)
+    kwargs, kinds = parse_env_kwargs(env_kwargs), None
     if kwargs and (env_id == "tetris" or env_id in MEMORY_ENVS):
         raise ValueError(f"--env-kwargs apply to PettingZoo and Gymnasium envs, not to {env_id}; drop them")
+    if teams and not is_pettingzoo(env_id):
+        raise ValueError(f"--teams {teams!r}: teams are kinds of agent of a PettingZoo env, not of {env_id}; drop it")
     if env_id == "tetris":
         # One Tetris object steps many games with array ops: give each (group, worker) pair one object.
         objects = max(async_factor, num_workers)
@@ -265,7 +439,8 @@ def make_puffer_vecenv(
             tetris,
         )
     elif is_pettingzoo(env_id):
-        creators, args, kwargs = _pettingzoo_env, [pettingzoo_maker(env_id, kwargs, render)], {}
+        make, kinds = pettingzoo_maker(env_id, kwargs, render, teams)
+        creators, args, kwargs = _pettingzoo_env, [make], {}
     elif env_id in MEMORY_ENVS:
         creators, args, kwargs = _gymnasium_env, [MEMORY_ENVS[env_id]], {}
     else:
@@ -289,9 +464,16 @@ def make_puffer_vecenv(
     )
     vecenv.autoreset = "same_step" if env_id == "tetris" else "next_step"
     vecenv.agents_per_env = 1 if env_id == "tetris" else vecenv.num_agents // num_envs
+    vecenv.kinds = kinds
+    vecenv.agent_kinds = None if vecenv.kinds is None else np.tile(vecenv.kinds.of_agent, num_envs)
     if env_id == "tetris":
         vecenv.final_observations = np.frombuffer(final_obs_buffer, dtype=np.float32).reshape(num_envs, obs_size)
     return vecenv
+
+
+def to_env(actions: np.ndarray, space) -> np.ndarray:
+    """What the env is sent: Box actions clipped to its bounds, integer actions as int32."""
+    return np.clip(actions, space.low, space.high) if isinstance(space, gym.spaces.Box) else actions.astype(np.int32)
 
 
 def first_frame(vecenv) -> np.ndarray:

@@ -60,7 +60,8 @@ class RunArgs:
 
 
 # What --eval-checkpoint and --resume take from their own command line; every other flag is the saved run's.
-EVAL_FLAGS = "seed device torch_threads eval_episodes eval_max_steps eval_actions render render_fps capture_video gif"
+EVAL_FLAGS = "seed device torch_threads eval_episodes eval_max_steps eval_actions eval_opponents render render_fps"
+EVAL_FLAGS += " capture_video gif"
 RESUME_FLAGS = "total_timesteps device"
 
 

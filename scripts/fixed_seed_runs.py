@@ -41,8 +41,7 @@ CASES = {  # name: flags, or (flags of the first run, flags of its --resume)
     "puffer-mpe-workers": PUFFER + "--env-id mpe-spread --num-envs 32 --total-timesteps 24576".split(),
     "puffer-cartpole": PUFFER + "--env-id CartPole-v1 --total-timesteps 20480 --eval-freq 10".split(),
     "puffer-acrobot-prio": PUFFER
-    + "--env-id Acrobot-v1 --total-timesteps 12800 --prio-alpha 0.6 --advantage lambda-return --target-kl 0.02 "
-    "--norm-reward".split(),
+    + "--env-id Acrobot-v1 --total-timesteps 12800 --prio-alpha 0.6 --target-kl 0.02 --norm-reward".split(),
     "puffer-novel-lstm": PUFFER
     + "--env-id cartpole-novel --lstm --burn-in 5 --tbptt 10 --total-timesteps 16000".split(),
     "puffer-resume": (
@@ -50,7 +49,16 @@ CASES = {  # name: flags, or (flags of the first run, flags of its --resume)
         "--total-timesteps 10240".split(),
     ),
     "puffer-torchrun": PUFFER + "--env-id CartPole-v1 --total-timesteps 10240 --torchrun".split(),
+    "puffer-reference": PUFFER + "--env-id mpe2.simple_reference_v3 --num-envs 16 --total-timesteps 4096".split(),
+    "puffer-kinds": PUFFER
+    + "--env-id mpe2.simple_world_comm_v3 --num-envs 8 --total-timesteps 6144 --eval-opponents random".split(),
     "puffer-box": PUFFER + "--env-id InvertedPendulum-v5 --total-timesteps 8192 --eval-freq 2".split(),
+    # the code paths of the results tables: MuJoCo at the continuous defaults, POPGym's memory defaults, LunarLander's
+    # A2C set, the GRU
+    "puffer-halfcheetah": PUFFER + "--env-id HalfCheetah-v5 --total-timesteps 16384 --eval-freq 4".split(),
+    "puffer-popgym-lstm": PUFFER + "--env-id popgym-RepeatPreviousEasy-v0 --lstm --total-timesteps 16384".split(),
+    "a2c-lunarlander": A2C + "--env-id LunarLander-v3 --total-timesteps 16384".split(),
+    "a2c-gru": A2C + "--env-id popgym-RepeatPreviousEasy-v0 --lstm --rnn-type gru --total-timesteps 12800".split(),
     "puffer-extend-ent": (
         PUFFER + "--env-id CartPole-v1 --anneal-ent --ent-coef 0.01 --total-timesteps 5120".split(),
         "--total-timesteps 10240".split(),

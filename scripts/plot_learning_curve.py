@@ -76,12 +76,6 @@ def main() -> None:
                 ax.grid(alpha=0.3)
     if len(runs) > 1:
         axes[1, 0].legend(loc="upper left")
-    for ax in axes[0]:  # reference levels: a random agent and the walkthrough's trained agent
-        ax.axhline(
-            6.6, color="tab:red", linestyle="--", linewidth=1, label="CleanRL-style PPO walkthrough's agent (6.6)"
-        )
-        ax.axhline(1.81, color="gray", linestyle=":", linewidth=1, label="random agent (1.81)")
-        ax.legend(loc="upper left")
     fig.suptitle(args.title or f"PPO on Tetris: {names[0]}")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     fig.savefig(args.out, dpi=110)

@@ -21,7 +21,7 @@ from conftest import ROOT
 
 # ---------------------------------------------------------------- GAE
 def seed_example():
-    """An A2C walkthrough's worked GAE example: 5 steps x 4 envs (A, B, C, D), env B ends its episode at step 1."""
+    """A GAE example worked by hand: 5 steps x 4 envs (A, B, C, D), env B ends its episode at step 1."""
     rewards = torch.ones(5, 4)
     dones = torch.zeros(5, 4)
     dones[1, 1] = 1.0

@@ -1,6 +1,10 @@
 """common/gym_envs.py: our same-step vector env against gymnasium's own SAME_STEP vector env; which ids the Gymnasium
 scripts take."""
 
+import os
+import subprocess
+import sys
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -9,6 +13,7 @@ from gymnasium.wrappers.vector import RecordEpisodeStatistics
 
 from common.gym_envs import SameStepVectorEnv, make_gym_vector_env
 from common.puffer_envs import make_puffer_vecenv
+from conftest import ROOT
 
 
 @pytest.mark.parametrize("env_id, max_episode_steps", [("CartPole-v1", None), ("CartPole-v1", 12), ("Acrobot-v1", 30)])
@@ -93,3 +98,16 @@ def test_an_env_without_a_time_limit_is_truncated_at_the_step_cap_and_others_kee
     envs = make_gym_vector_env("CartPole-v1", 1, step_cap=7)
     assert envs.envs[0].spec.max_episode_steps == 500
     envs.close()
+
+
+def test_mujoco_writes_no_log_file_into_the_working_directory(tmp_path, monkeypatch):
+    """MuJoCo warns while it compiles HalfCheetah's model; the warning goes to the console only, not to a
+    MUJOCO_LOG.TXT in the user's working directory (checked in a fresh process: the setting is per process)."""
+    code = (
+        "from common.gym_envs import make_gym_vector_env; make_gym_vector_env('HalfCheetah-v5', 1, (object,)).close()"
+    )
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "settotalmass" in out.stderr  # the warning was raised (else this test proves nothing)
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()

@@ -15,8 +15,8 @@ from torch.distributions import Categorical, Independent, Normal
 
 import ppo_puffer_async
 from common import run
-from common.puffer_envs import make_puffer_vecenv
-from ppo_puffer_async import Args, Policy, args_for, evaluate, to_env, train
+from common.puffer_envs import make_puffer_vecenv, to_env
+from ppo_puffer_async import Args, Policy, args_for, evaluate, train
 
 CPU = torch.device("cpu")
 
@@ -47,7 +47,7 @@ def test_box_actions_are_scored_as_sampled_and_clipped_only_for_the_env():
     assert (actions.abs() > 1).float().mean() > 0.5
     torch.testing.assert_close(logprobs, policy.logprob_and_entropy(out, actions)[0])  # the unclipped sample's
     space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
-    sent = to_env(actions, space)
+    sent = to_env(actions.numpy(), space)
     assert sent.dtype == np.float32 and sent.min() == -1.0 and sent.max() == 1.0
     np.testing.assert_array_equal(sent, np.clip(actions.numpy(), -1, 1))
 
@@ -67,7 +67,7 @@ def test_multidiscrete_logprobs_and_entropies_are_sums_over_dimensions():
         counts = torch.bincount(sampled[:, i], minlength=n)
         assert len(counts) == n and counts.min() > 20_000 / n * 0.9
     space = gym.spaces.MultiDiscrete(nvec)
-    assert to_env(sampled[:2], space).dtype == np.int32 and space.contains(to_env(sampled[0], space))
+    assert to_env(sampled[:2].numpy(), space).dtype == np.int32 and space.contains(to_env(sampled[0].numpy(), space))
 
 
 class MatchTheCards(gym.Env):

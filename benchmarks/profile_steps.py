@@ -1,0 +1,106 @@
+"""Where a training step's time goes: the env, the vector (and emulation) layer around it, the policy's forward pass,
+sampling, storage (the rollout's bookkeeping), and the update, per agent step, from one training run of a script.
+
+    python benchmarks/profile_steps.py ppo_puffer_async.py --env-id HalfCheetah-v5 --num-envs 1 --horizon 16 \\
+        --batch-size 2048 --num-minibatches 32 --update-epochs 10 --hidden-size 64 --total-timesteps 20480
+    python benchmarks/profile_steps.py a2c_cartpole.py --num-envs 8 --num-steps 5 --total-timesteps 100000
+
+The script's own functions are wrapped with a clock (each call costs ~1 us more, so the shares are a little off for
+the cheapest parts); everything else a step does is "other". One torch thread; evaluation is turned off.
+"""
+
+import importlib
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+CLOCKS, IN_ROLLOUT = defaultdict(float), [False]
+
+
+def clocked(name, fn, rollout_only=False):
+    def wrapper(*args, **kwargs):
+        if rollout_only and not IN_ROLLOUT[0]:
+            return fn(*args, **kwargs)
+        start = time.perf_counter()
+        IN_ROLLOUT[0] |= name == "rollout"
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            CLOCKS[name] += time.perf_counter() - start
+            IN_ROLLOUT[0] &= name != "rollout"
+
+    return wrapper
+
+
+def wrap_env_steps(script, module):
+    """The raw Gymnasium or PettingZoo env's step(), wherever the script builds it."""
+    import gymnasium as gym
+
+    real_make = gym.make
+
+    def make(*args, **kwargs):
+        env = real_make(*args, **kwargs)
+        env.unwrapped.step = clocked("env", env.unwrapped.step)
+        return env
+
+    gym.make = make
+
+
+def main():
+    script, argv = sys.argv[1].removesuffix(".py"), sys.argv[2:]
+    module = importlib.import_module(script)
+    wrap_env_steps(script, module)
+    if script == "ppo_puffer_async":
+        from common import vector
+
+        for name in ("recv", "send"):  # the vector layer and emulation, the env's step inside them
+            for cls in (vector.Serial, vector.Multiprocessing):
+                setattr(cls, name, clocked("env + vector layer", getattr(cls, name)))
+        module.Policy.step = clocked("forward", module.Policy.step)
+        module.Policy.sample = clocked("sample", module.Policy.sample)
+        for name in ("store_steps", "finish_steps"):
+            setattr(module.Experience, name, clocked("storage", getattr(module.Experience, name)))
+        module.EpisodeStats.update = clocked("storage", module.EpisodeStats.update)
+        module.rollout = clocked("rollout", module.rollout)
+    else:
+        from common import gym_envs
+
+        gym_envs.SameStepVectorEnv.step = clocked("env + vector layer", gym_envs.SameStepVectorEnv.step)
+        module.Agent.forward = clocked("forward", module.Agent.forward, rollout_only=True)
+        module.Agent.sample = clocked("sample", module.Agent.sample)
+        module.collect_rollout = clocked("rollout", module.collect_rollout)
+    args = module.run.parse_args(module.Args, script, [*argv, "--eval-freq", "0", "--torch-threads", "1"],
+                                 module.args_for)  # fmt: skip
+    module.evaluate = lambda *a, **k: {"return": torch.zeros(1).numpy(), "length": torch.zeros(1).numpy()}
+    with tempfile.TemporaryDirectory() as tmp:
+        import os
+
+        os.chdir(tmp)
+        start = time.perf_counter()
+        result = module.train(args)
+        total = time.perf_counter() - start
+    steps = result["global_step"]
+    parts = {
+        "env": CLOCKS["env"],
+        "vector layer": CLOCKS["env + vector layer"] - CLOCKS["env"],
+        "forward": CLOCKS["forward"],
+        "sample": CLOCKS["sample"],
+        "storage": CLOCKS["storage"],
+    }
+    parts["rollout, other"] = CLOCKS["rollout"] - sum(parts.values())
+    parts["update"] = total - CLOCKS["rollout"]
+    print(f"{script} {' '.join(argv)}: {steps:,} agent steps in {total:.1f} s ({steps / total:,.0f} SPS, start-up in)")
+    print("| part | us per agent step | share |\n|---|---|---|")
+    for name, seconds in parts.items():
+        print(f"| {name} | {seconds / steps * 1e6:.1f} | {seconds / total:.0%} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""Renders the results tables of README.md and docs/*.md from benchmarks/results/*.json, which the benchmarks write.
+A table sits between `<!-- table:NAME -->` and `<!-- /table:NAME -->` and comes from benchmarks/results/NAME.json;
+under it, the command that measured it, about how long that took, the commit, the date and the machine. The README's
+results table (`<!-- table:readme -->`) takes one row from each results file that has a `readme` entry.
+
+    python benchmarks/report.py            # rewrite every table from the results
+    python benchmarks/report.py --check    # exit 1 at the first table that differs from its rendering
+    python benchmarks/report.py --list     # each results file: its command and about how long it takes
+"""
+
+import argparse
+import difflib
+import json
+import re
+import sys
+
+from results import RESULTS, ROOT, markdown
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BLOCK = re.compile(r"(<!-- table:([\w-]+) -->\n)(.*?)(<!-- /table:\2 -->)", re.S)
+
+
+def load_all() -> dict:
+    return {path.stem: json.loads(path.read_text()) for path in sorted(RESULTS.glob("*.json"))}
+
+
+def duration(minutes: float) -> str:
+    return f"~{minutes:.0f} min" if minutes < 90 else f"~{minutes / 60:.1f} h"
+
+
+def stamp_line(result: dict) -> str:
+    versions = ", ".join(f"{name} {version}" for name, version in result["versions"].items())
+    kept = result.get("kept")  # an older measurement whose code path is unchanged since, proven by fixed-seed runs
+    since = (f"; its fixed-seed runs (`scripts/fixed_seed_runs.py`: {', '.join(kept['cases'])}) are bit-identical on "
+             f"commit {kept['identical_on']}") if kept else ""  # fmt: skip
+    return (f"<sub>`{result['command']}` ({duration(result['minutes'])}) · commit {result['commit']}, "
+            f"{result['date']}{since} · {result['machine']} · {versions}</sub>")  # fmt: skip
+
+
+def render(name: str, results: dict) -> str:
+    """The text between the markers of table `name`."""
+    if name == "readme":
+        rows, pages = [], []
+        for key, result in results.items():
+            if "readme" in result:
+                row = result["readme"]
+                command = f"`{result['command']}` ({duration(result['minutes'])})"
+                rows.append(
+                    (row.get("order", 99), [row["task"], row["result"], command, f"[{row['page']}]({row['page']})"])
+                )
+                pages.append(result)
+        body = markdown(
+            ["task", "result", "measured by (about how long)", "more"], [r for _, r in sorted(rows, key=lambda x: x[0])]
+        )
+        commits = sorted({f"{r['commit']} ({r['date']})" for r in pages})
+        machines = sorted({r["machine"] for r in pages})
+        return f"{body}\n\n<sub>Commits: {', '.join(commits)} · {'; '.join(machines)}</sub>\n"
+    if name not in results:
+        raise SystemExit(f"report: no benchmarks/results/{name}.json for the table {name!r}: run its benchmark first")
+    result = results[name]
+    table = result["table"]
+    notes = "".join(f"\n{note}\n" for note in table.get("notes", []))
+    return f"{markdown(table['columns'], table['rows'])}\n{notes}\n{stamp_line(result)}\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 at the first difference")
+    parser.add_argument("--list", action="store_true", help="each results file's command and duration")
+    opts = parser.parse_args()
+    results = load_all()
+    if opts.list:
+        for name, result in results.items():
+            print(f"{name:<22} {duration(result['minutes']):>9}  {result['command']}")
+        return 0
+    for path in DOCS:
+        text = path.read_text()
+        new = BLOCK.sub(lambda m: m.group(1) + render(m.group(2), results) + m.group(4), text)
+        if new == text:
+            continue
+        if opts.check:
+            diff = difflib.unified_diff(
+                text.splitlines(), new.splitlines(), str(path.relative_to(ROOT)), "rendered", n=0, lineterm=""
+            )
+            print("\n".join(list(diff)[:12]))
+            print(f"report: {path.relative_to(ROOT)} differs from its rendering: run python benchmarks/report.py")
+            return 1
+        path.write_text(new)
+        print(f"report: rendered the tables of {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""The docs match what produced them: every results table equals its rendering from benchmarks/results/*.json, each
+README results row names a benchmark command that exists, and CI runs the README's two set-up lines as written."""
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+README = open(f"{ROOT}/README.md").read()
+
+
+def test_every_results_table_equals_its_rendering_from_the_results_files():
+    out = subprocess.run([sys.executable, "benchmarks/report.py", "--check"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def readme_commands() -> list:
+    """The benchmark command of each row of the README's results table."""
+    table = re.search(r"<!-- table:readme -->\n(.*?)<!-- /table:readme -->", README, re.S).group(1)
+    return re.findall(r"`(python benchmarks/\S+\.py[^`]*)`", table)
+
+
+def test_the_readme_results_table_has_a_row_per_benchmark():
+    assert len(readme_commands()) >= 8
+
+
+@pytest.mark.parametrize("command", sorted({command.split()[1] for command in readme_commands()}))
+def test_each_readme_results_command_exists_and_shows_its_help(command):
+    out = subprocess.run([sys.executable, command, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "usage:" in out.stdout, out.stderr[-2000:]
+
+
+def test_ci_runs_the_readme_set_up_lines_as_written():
+    block = re.search(r"## Set-up: two lines\n.*?```bash\n(.*?)```", README, re.S).group(1).strip().splitlines()
+    ci = open(f"{ROOT}/.ci/run").read().splitlines()
+    assert len(block) == 2 and all(line in ci for line in block), block
+    assert block[0].startswith("python3 -m venv .venv && . .venv/bin/activate && ")
