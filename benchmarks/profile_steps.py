@@ -1,9 +1,12 @@
 """Where a training step's time goes: the env, the vector (and emulation) layer around it, the policy's forward pass,
 sampling, storage (the rollout's bookkeeping), and the update, per agent step, from one training run of a script.
 
-    python benchmarks/profile_steps.py ppo_puffer_async.py --env-id HalfCheetah-v5 --num-envs 1 --horizon 16 \\
+    python benchmarks/profile_steps.py ppo_puffer_async.py --env-id HalfCheetah-v5 --num-envs 1 --horizon 64 \\
         --batch-size 2048 --num-minibatches 32 --update-epochs 10 --hidden-size 64 --total-timesteps 20480
     python benchmarks/profile_steps.py a2c_cartpole.py --num-envs 8 --num-steps 5 --total-timesteps 100000
+
+--save NAME writes benchmarks/results/NAME.json (docs/benchmarks.md's tables); --no-foreach runs the optimizers and
+the gradient clipping as per-tensor loops, the plain form the scripts' foreach=True replaces.
 
 The script's own functions are wrapped with a clock (each call costs ~1 us more, so the shares are a little off for
 the cheapest parts); everything else a step does is "other". One torch thread; evaluation is turned off.
@@ -17,6 +20,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import torch
+
+import results
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -53,8 +58,22 @@ def wrap_env_steps(script, module):
     gym.make = make
 
 
+def plain_optimizers():
+    """--no-foreach: the optimizers and gradient clipping as per-tensor loops (what foreach=True replaces)."""
+    for cls in (torch.optim.Adam, torch.optim.RMSprop):
+        init = cls.__init__
+        cls.__init__ = lambda self, *a, _init=init, **k: _init(self, *a, **{**k, "foreach": False})
+    clip = torch.nn.utils.clip_grad_norm_
+    torch.nn.utils.clip_grad_norm_ = lambda *a, **k: clip(*a, **{**k, "foreach": False})
+
+
 def main():
     script, argv = sys.argv[1].removesuffix(".py"), sys.argv[2:]
+    save = argv.pop(argv.index("--save") + 1) if "--save" in argv else None  # a results file's name
+    argv = [arg for arg in argv if arg != "--save"]
+    if "--no-foreach" in argv:
+        argv.remove("--no-foreach")
+        plain_optimizers()
     module = importlib.import_module(script)
     wrap_env_steps(script, module)
     if script == "ppo_puffer_async":
@@ -96,10 +115,14 @@ def main():
     }
     parts["rollout, other"] = CLOCKS["rollout"] - sum(parts.values())
     parts["update"] = total - CLOCKS["rollout"]
-    print(f"{script} {' '.join(argv)}: {steps:,} agent steps in {total:.1f} s ({steps / total:,.0f} SPS, start-up in)")
-    print("| part | us per agent step | share |\n|---|---|---|")
-    for name, seconds in parts.items():
-        print(f"| {name} | {seconds / steps * 1e6:.1f} | {seconds / total:.0%} |")
+    about = (
+        f"{script}.py {' '.join(argv)}: {steps:,} agent steps in {total:.1f} s ({steps / total:,.0f} SPS, start-up in)"
+    )
+    rows = [[name, f"{seconds / steps * 1e6:.1f}", f"{seconds / total:.0%}"] for name, seconds in parts.items()]
+    table = dict(columns=["part", "us per agent step", "share"], rows=rows, notes=[about])
+    print(f"{about}\n{results.markdown(table['columns'], rows)}")
+    if save:
+        results.save(save, total / 60, table=table, runs=[dict(seconds=total, steps=steps, sps=steps / total)])
 
 
 if __name__ == "__main__":

@@ -17,6 +17,32 @@ import sys
 from results import RESULTS, ROOT, markdown
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# Each table's benchmark and about how long it takes on 2 cores: what a table with no results file yet says to run.
+BENCHES = {
+    "mpe": ("python benchmarks/bench_mpe.py", 150),
+    "mujoco": ("python benchmarks/bench_mujoco.py", 45),
+    "mujoco-speed": ("python benchmarks/bench_mujoco.py --speed --cleanrl CLEANRL_CLONE", 15),
+    "tetris-env": ("python benchmarks/bench_tetris_env.py --ocean OCEAN_DIR", 1),
+    "tetris-ppo_tetris": ("python benchmarks/bench_tetris.py --script ppo_tetris", 20),
+    "tetris-puffer": ("python benchmarks/bench_tetris.py --script ppo_puffer_async", 17),
+    "ppo-tetris-time": ("python benchmarks/bench_ppo_tetris.py", 10),
+    "puffer-throughput": ("python benchmarks/bench_ppo_puffer_async.py", 10),
+    "vector": ("python benchmarks/bench_vector.py", 5),
+    "distributed": ("python benchmarks/bench_distributed.py", 10),
+    "watch-costs": ("python benchmarks/bench_watch.py", 10),
+    "classic-control": ("python benchmarks/bench_classic_control.py", 90),
+    "a2c-continuous": ("python benchmarks/bench_a2c_continuous.py", 180),
+    "a2c-cartpole-sb3": ("python benchmarks/bench_a2c_vs_sb3.py", 5),
+    "popgym": ("python benchmarks/bench_a2c_memory.py", 25),
+    "cartpole-novel": ("python benchmarks/bench_lstm_cartpole_novel.py", 20),
+    "defaults-speed": ("python benchmarks/bench_defaults.py --baseline BEFORE_CHECKOUT", 12),
+    "profile-ppo-cleanrl": ("python benchmarks/profile_steps.py ppo_puffer_async.py --env-id HalfCheetah-v5 "
+                            "--num-envs 1 --horizon 64 --batch-size 2048 --num-minibatches 32 --update-epochs 10 "
+                            "--hidden-size 64 --total-timesteps 102400 --save profile-ppo-cleanrl", 2),
+    "profile-a2c-sb3": ("python benchmarks/profile_steps.py a2c_cartpole.py --num-envs 8 --num-steps 5 "
+                        "--learning-rate 7e-4 --no-norm-obs --no-anneal-lr --total-timesteps 200000 "
+                        "--save profile-a2c-sb3", 2),
+}  # fmt: skip
 BLOCK = re.compile(r"(<!-- table:([\w-]+) -->\n)(.*?)(<!-- /table:\2 -->)", re.S)
 
 
@@ -55,8 +81,13 @@ def render(name: str, results: dict) -> str:
         commits = sorted({f"{r['commit']} ({r['date']})" for r in pages})
         machines = sorted({r["machine"] for r in pages})
         return f"{body}\n\n<sub>Commits: {', '.join(commits)} · {'; '.join(machines)}</sub>\n"
-    if name not in results:
-        raise SystemExit(f"report: no benchmarks/results/{name}.json for the table {name!r}: run its benchmark first")
+    if name not in results:  # measured on no commit yet: the command that fills it
+        if name not in BENCHES:
+            raise SystemExit(f"report: the table {name!r} has no benchmark: add it to BENCHES in benchmarks/report.py")
+        command, minutes = BENCHES[name]
+        return (
+            f"*Not measured on this commit yet: `{command}` ({duration(minutes)}) measures it and fills this table.*\n"
+        )
     result = results[name]
     table = result["table"]
     notes = "".join(f"\n{note}\n" for note in table.get("notes", []))
@@ -70,8 +101,9 @@ def main() -> int:
     opts = parser.parse_args()
     results = load_all()
     if opts.list:
-        for name, result in results.items():
-            print(f"{name:<22} {duration(result['minutes']):>9}  {result['command']}")
+        for name, (command, minutes) in BENCHES.items():
+            result = results.get(name, dict(command=command, minutes=minutes, commit="not measured"))
+            print(f"{name:<18} {duration(result['minutes']):>9}  {result['commit']:<14} {result['command']}")
         return 0
     for path in DOCS:
         text = path.read_text()
