@@ -236,8 +236,8 @@ class Agent(nn.Module):
 
 def make_optimizer(agent: nn.Module, name: str, learning_rate: float) -> torch.optim.Optimizer:
     if name == "rmsprop":  # RMSprop(alpha=0.99, eps=1e-5): SB3's, and the A2C paper's
-        return torch.optim.RMSprop(agent.parameters(), lr=learning_rate, alpha=0.99, eps=1e-5, foreach=True)
-    return torch.optim.Adam(agent.parameters(), lr=learning_rate, eps=1e-5, foreach=True)
+        return torch.optim.RMSprop(agent.parameters(), lr=learning_rate, alpha=0.99, eps=1e-5)
+    return torch.optim.Adam(agent.parameters(), lr=learning_rate, eps=1e-5)
 
 
 def mixed_precision(device: torch.device, enabled: bool):
@@ -478,7 +478,7 @@ def train(args: Args) -> dict:
                 mean_loss = distributed.average_gradients(world, agent.parameters(), loss.detach())[0]
                 if not torch.isfinite(mean_loss):
                     raise run.non_finite_loss_error(mean_loss, update, global_step)
-                grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm, foreach=True)
+                grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 scaler.step(optimizer)
                 scaler.update()
 

@@ -709,7 +709,7 @@ def train(args: Args) -> dict:
     segments = (args.batch_size or vecenv.num_agents * args.horizon) // args.horizon  # buffer rows per rank
     obs_dim, action_space = vecenv.single_observation_space.shape[0], vecenv.single_action_space
     policy = Policy(obs_dim, action_space, args, vecenv.kinds).to(device)
-    optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5, foreach=True)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5)
     episodes = EpisodeStats(vecenv.num_agents, vecenv.autoreset, args.gamma if args.norm_reward else None)
     torch.set_num_threads(args.torch_threads)  # (the Tetris default gives torch both cores)
     update_size = segments * args.horizon * world.size  # agent steps per update, all ranks together
@@ -762,11 +762,11 @@ def train(args: Args) -> dict:
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
                     # torchrun: the ranks' mean gradients, loss and approx_kl, so that every rank stops alike
-                    params, kl = list(policy.parameters()), losses["approx_kl"]
+                    params, kl = policy.parameters(), losses["approx_kl"]
                     mean_loss, losses["approx_kl"] = distributed.average_gradients(world, params, loss.detach(), kl)
                     if not torch.isfinite(mean_loss):
                         raise run.non_finite_loss_error(mean_loss, update, global_step)
-                    losses["grad_norm"] = nn.utils.clip_grad_norm_(params, args.max_grad_norm, foreach=True)
+                    losses["grad_norm"] = nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
                     optimizer.step()
                 if args.target_kl is not None and losses["approx_kl"] > args.target_kl:
                     break

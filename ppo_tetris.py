@@ -288,7 +288,7 @@ def train(args: Args) -> dict:
     envs = make_tetris_vecenv(args.backend, args.num_envs, args.num_workers, seed, **tetris)
     obs_dim, num_actions = envs.single_observation_space.shape[0], int(envs.single_action_space.n)
     agent = Agent(obs_dim, num_actions).to(device)
-    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, foreach=True)
+    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     torch.set_num_threads(args.torch_threads)
     batch_size = args.num_envs * args.num_steps  # per rank
     minibatch_size = batch_size // args.num_minibatches
@@ -345,7 +345,7 @@ def train(args: Args) -> dict:
                     )
                     if not torch.isfinite(mean_loss):
                         raise run.non_finite_loss_error(mean_loss, update, global_step)
-                    grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm, foreach=True)
+                    grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                     optimizer.step()
                 if args.target_kl is not None and approx_kl > args.target_kl:
                     break

@@ -5,14 +5,15 @@ sampling, storage (the rollout's bookkeeping), and the update, per agent step, f
         --batch-size 2048 --num-minibatches 32 --update-epochs 10 --hidden-size 64 --total-timesteps 20480
     python benchmarks/profile_steps.py a2c_cartpole.py --num-envs 8 --num-steps 5 --total-timesteps 100000
 
---save NAME writes benchmarks/results/NAME.json (docs/benchmarks.md's tables); --no-foreach runs the optimizers and
-the gradient clipping as per-tensor loops, the plain form the scripts' foreach=True replaces.
+--save NAME writes benchmarks/results/NAME.json (docs/benchmarks.md's tables); --foreach runs the optimizers and the
+gradient clipping as torch's multi-tensor kernels instead of its per-tensor loops (it did not pay: docs/benchmarks.md).
 
 The script's own functions are wrapped with a clock (each call costs ~1 us more, so the shares are a little off for
 the cheapest parts); everything else a step does is "other". One torch thread; evaluation is turned off.
 """
 
 import importlib
+import os
 import sys
 import tempfile
 import time
@@ -58,22 +59,23 @@ def wrap_env_steps(script, module):
     gym.make = make
 
 
-def plain_optimizers():
-    """--no-foreach: the optimizers and gradient clipping as per-tensor loops (what foreach=True replaces)."""
+def foreach_optimizers():
+    """--foreach: the optimizers and gradient clipping as multi-tensor kernels (torch's CPU default is a per-tensor
+    loop); the same numbers, bit for bit."""
     for cls in (torch.optim.Adam, torch.optim.RMSprop):
         init = cls.__init__
-        cls.__init__ = lambda self, *a, _init=init, **k: _init(self, *a, **{**k, "foreach": False})
+        cls.__init__ = lambda self, *a, _init=init, **k: _init(self, *a, **{**k, "foreach": True})
     clip = torch.nn.utils.clip_grad_norm_
-    torch.nn.utils.clip_grad_norm_ = lambda *a, **k: clip(*a, **{**k, "foreach": False})
+    torch.nn.utils.clip_grad_norm_ = lambda *a, **k: clip(*a, **{**k, "foreach": True})
 
 
 def main():
     script, argv = sys.argv[1].removesuffix(".py"), sys.argv[2:]
     save = argv.pop(argv.index("--save") + 1) if "--save" in argv else None  # a results file's name
     argv = [arg for arg in argv if arg != "--save"]
-    if "--no-foreach" in argv:
-        argv.remove("--no-foreach")
-        plain_optimizers()
+    if "--foreach" in argv:
+        argv.remove("--foreach")
+        foreach_optimizers()
     module = importlib.import_module(script)
     wrap_env_steps(script, module)
     if script == "ppo_puffer_async":
@@ -98,13 +100,13 @@ def main():
     args = module.run.parse_args(module.Args, script, [*argv, "--eval-freq", "0", "--torch-threads", "1"],
                                  module.args_for)  # fmt: skip
     module.evaluate = lambda *a, **k: {"return": torch.zeros(1).numpy(), "length": torch.zeros(1).numpy()}
-    with tempfile.TemporaryDirectory() as tmp:
-        import os
-
+    here = os.getcwd()
+    with tempfile.TemporaryDirectory() as tmp:  # the run's files go nowhere
         os.chdir(tmp)
         start = time.perf_counter()
         result = module.train(args)
         total = time.perf_counter() - start
+        os.chdir(here)
     steps = result["global_step"]
     parts = {
         "env": CLOCKS["env"],
