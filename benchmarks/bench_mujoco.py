@@ -94,7 +94,7 @@ def speed(env_id: str, steps: int, out: Path, cleanrl=None):
     if cleanrl:
         command = [
             sys.executable,
-            str(cleanrl_script(cleanrl, out)),
+            str(cleanrl_script(cleanrl, out).resolve()),
             "--env-id",
             env_id,
             "--total-timesteps",
