@@ -51,7 +51,7 @@ def load_all() -> dict:
 
 
 def duration(minutes: float) -> str:
-    return f"~{minutes:.0f} min" if minutes < 90 else f"~{minutes / 60:.1f} h"
+    return f"~{max(minutes, 1):.0f} min" if minutes < 90 else f"~{minutes / 60:.1f} h"
 
 
 def stamp_line(result: dict) -> str:
