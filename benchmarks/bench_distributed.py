@@ -8,6 +8,8 @@ itself, one flat all_reduce vs DistributedDataParallel, on the Tetris network.
 Each row runs the script as a user would (`python script.py` or `torchrun --nproc-per-node 2 script.py`) for a
 fixed number of updates and reads the SPS the run prints at its end (training time only, start-up excluded).
 Run it on a quiet machine: every process here wants a core.
+
+The default run (no flags) also writes benchmarks/results/distributed.json (docs/distributed.md's table).
 """
 
 import argparse
@@ -19,6 +21,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+import results as results_module  # noqa: E402
+
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 
 # (row, script, flags per rank, steps per update per rank); the 2-rank run has half the envs per rank.
@@ -50,6 +55,8 @@ def run(command, cwd):
 
 
 def scaling(rows, updates):
+    """Prints the scaling table; returns its rows as (label, 1 rank's SPS, 2 ranks' SPS)."""
+    measured = []
     print("| script, env | 1 rank: SPS | 2 ranks: SPS | 2 ranks / 1 rank |")
     print("|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
@@ -62,6 +69,8 @@ def scaling(rows, updates):
             backend = ", async workers (2 in all)" if name.endswith("workers") else ", Serial"
             label = f"{script}, {env}{backend} ({envs} envs in all)"
             print(f"| {label} | {one:,.0f} | {two:,.0f} | {two / one:.2f}x |", flush=True)
+            measured.append((label, one, two))
+    return measured
 
 
 def allreduce_vs_ddp(iters: int = 200) -> None:
@@ -91,7 +100,9 @@ def allreduce_vs_ddp(iters: int = 200) -> None:
     results = {}
     for name in ("flat all_reduce", "DDP", "no averaging (1 rank's cost)"):
         torch.manual_seed(0)
-        policy = ppo_puffer_async.Policy(234, 7, 128)
+        policy = ppo_puffer_async.Policy(
+            234, ppo_puffer_async.gym.spaces.Discrete(7), ppo_puffer_async.args_for("tetris")
+        )
         model = DistributedDataParallel(Forward(policy)) if name == "DDP" else Forward(policy)
         for i in range(iters + 20):
             if i == 20:
@@ -121,9 +132,10 @@ def main():
         return allreduce_vs_ddp()
     import torch
 
+    start = time.time()
     cores = f"{os.cpu_count()} cores, torch {torch.__version__}"
     print(f"{time.strftime('%Y-%m-%d')}, {cores}, {opts.updates} updates per run")
-    scaling(opts.rows, opts.updates)
+    measured = scaling(opts.rows, opts.updates)
     print()
     out = subprocess.run(
         TORCHRUN + [os.path.abspath(__file__), "--ddp-rank"],
@@ -132,6 +144,21 @@ def main():
         env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     print(out.stdout if out.returncode == 0 else out.stderr[-2000:])
+    averaging = re.findall(r"^\| ([^|]+) \| ([\d.]+) \|$", out.stdout, re.M)  # the rows rank 0 printed
+    if opts.updates == 20 and opts.rows == list(ROWS) and out.returncode == 0:
+        part = "gradient averaging: ms per minibatch (forward + backward + averaging)"
+        rows = [
+            ["training SPS", label, f"{one:,.0f}", f"{two:,.0f}", f"{two / one:.2f}x"] for label, one, two in measured
+        ]
+        rows += [[part, name, "", ms, ""] for name, ms in averaging]
+        notes = [
+            f"{opts.updates} updates per run, the same total envs with 1 and 2 ranks; gradient averaging: 2 ranks "
+            "under torchrun, 1 torch thread each, a minibatch of 4,096 Tetris observations through the Tetris network."
+        ]
+        table = dict(columns=["part", "run", "1 rank", "2 ranks", "2 ranks / 1 rank"], rows=rows, notes=notes)
+        runs = [dict(run=label, sps_1_rank=one, sps_2_ranks=two) for label, one, two in measured]
+        runs += [dict(run=f"gradient averaging: {name}", ms_per_minibatch=float(ms)) for name, ms in averaging]
+        results_module.save("distributed", (time.time() - start) / 60, table=table, runs=runs)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ Part "train": whole runs of `train()` (rollout + update), training SPS, in one r
 network (our default is 128 wide) vs ppo_tetris.py.
 Part "lstm": the cost of --lstm, training SPS on Tetris at the default flags with and without it.
 Each row runs `--repeats` times interleaved and reports the median, since the machine is noisy.
+
+The default run (no flags) also writes benchmarks/results/puffer-throughput.json (docs/ppo_puffer_async.md's table).
 """
 
 import argparse
@@ -26,6 +28,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import ppo_puffer_async  # noqa: E402
 import ppo_tetris  # noqa: E402
+import results as results_module  # noqa: E402
 from common.puffer_envs import make_puffer_vecenv  # noqa: E402
 
 ROLLOUT_ROWS = {  # (label, backend, async_factor, num_workers)
@@ -98,7 +101,9 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--train-updates", type=int, default=15, help="updates per whole-run row")
     opts = parser.parse_args()
+    start = time.time()
     torch.set_num_threads(1)
+    cells, runs = [], []
     print(f"cores: {os.cpu_count()}, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}")
 
     if opts.part in ("rollout", "all"):
@@ -108,8 +113,11 @@ def main():
             base = sps[rows[0][0]]
             print(f"\nrollout, {env_id}, {NUM_ENVS[env_id]} envs, median of {opts.repeats}:")
             print(f"| {'backend':<42} | agent steps/s | vs Serial loop |")
+            part = f"rollout, {env_id} ({NUM_ENVS[env_id]} envs): agent steps/s"
             for label, value in sps.items():
                 print(f"| {label:<42} | {value:13,.0f} | {value / base:13.2f}x |")
+                cells.append([part, label, f"{value:,.0f}", f"{value / base:.2f}x"])
+                runs.append(dict(part="rollout", env=env_id, run=label, sps=value))
 
     if opts.part in ("train", "lstm", "all"):
         rows = []
@@ -167,8 +175,23 @@ def main():
         for label, value in sps.items():
             print(f"| {label:<50} | {value:12,.0f} |")
         labels = list(sps)
+        ratios = {}
         for first, second in zip(labels[::2], labels[1::2]):
-            print(f"ratio  {second} / {first}: {sps[second] / sps[first]:.2f}x")
+            ratios[second] = f"{sps[second] / sps[first]:.2f}x"
+            print(f"ratio  {second} / {first}: {ratios[second]}")
+        part = f"whole-run training SPS ({opts.train_updates} updates)"
+        for label, value in sps.items():
+            cells.append([part, label, f"{value:,.0f}", ratios.get(label, "")])
+            runs.append(dict(part="train", run=label, sps=value))
+
+    default = (opts.part, opts.envs, opts.seconds) == ("all", ["tetris", "mpe-spread"], 8.0)
+    if default and (opts.repeats, opts.train_updates) == (3, 15):
+        notes = [
+            f"Each row the median of {opts.repeats} interleaved repeats ({opts.seconds:g} s per rollout row); ratio: "
+            "a rollout row's to the Serial loop of its env, a training row's to the row above it."
+        ]
+        table = dict(columns=["part", "run", "SPS", "ratio"], rows=cells, notes=notes)
+        results_module.save("puffer-throughput", (time.time() - start) / 60, table=table, runs=runs)
 
 
 if __name__ == "__main__":

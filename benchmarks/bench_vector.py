@@ -11,6 +11,8 @@ groups: the policy runs on one group while the other steps; ours returns the gro
 default, reproducible), the first-ready row whichever group finished first (PufferLib's order). Rows with
 workers need as many physical cores as workers; on a shared machine the figures are noisy, so compare rows of
 the same run.
+
+The default run (no flags) also writes benchmarks/results/vector.json (docs/ppo_puffer_async.md's table).
 """
 
 import argparse
@@ -29,6 +31,7 @@ import pufferlib.vector
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script, package not installed
+import results as results_module  # noqa: E402
 from common import vector  # noqa: E402
 from common.tetris import Tetris  # noqa: E402
 
@@ -201,7 +204,9 @@ def main():
     parser.add_argument("--envs", nargs="+", choices=["tetris", "mpe"], default=["tetris", "mpe"])
     parser.add_argument("--latency", action="store_true", help="also time one empty step's round trip")
     args = parser.parse_args()
+    start = time.time()
     torch.set_num_threads(1)
+    cells, runs = [], []
     for env in args.envs:
         title = f"Tetris, {TETRIS_GAMES} games" if env == "tetris" else f"MPE simple_spread, {MPE_ENVS} envs x 3 agents"
         print(f"\n{title}, MLP policy, {args.seconds:g} s per row")
@@ -215,10 +220,17 @@ def main():
                 close(vecenv)
             baseline = baseline or sps
             print(f"  {label:<52} {sps:>10,.0f} {sps / baseline:5.2f}x {cpu_per_step:>12.2f}", flush=True)
+            cells.append([title, label, f"{sps:,.0f}", f"{sps / baseline:.2f}x", f"{cpu_per_step:.2f}"])
+            runs.append(dict(env=env, backend=label, sps=sps, cpu_us_per_step=cpu_per_step))
     if args.latency:
         print("\nround trip, microseconds")
         for label, seconds in latency(min(args.seconds, 2.0)):
             print(f"  {label:<52} {seconds * 1e6:8.1f}")
+    if args.seconds == 5.0 and args.envs == ["tetris", "mpe"] and not args.latency:
+        columns = ["env", "vector env", "agent steps/s", "vs pufferlib Serial", "CPU us per agent step"]
+        notes = [f"MLP policy (torch, one thread), no training; one run of {args.seconds:g} s per row."]
+        table = dict(columns=columns, rows=cells, notes=notes)
+        results_module.save("vector", (time.time() - start) / 60, table=table, runs=runs)
 
 
 if __name__ == "__main__":

@@ -9,8 +9,11 @@ through a2c_cartpole.py's evaluate (an untrained agent: its episodes then last 5
 Tetris through ppo_tetris.py's play; the extra seconds, in all and per recorded frame. --track: a2c_cartpole.py's
 default CartPole run (100k steps) with and without --track (WANDB_MODE=offline), one after the other; training
 SPS as the script prints it.
+
+Every run (it takes no flags) also writes benchmarks/results/watch-costs.json (docs/watch_and_track.md's table).
 """
 
+import argparse
 import os
 import re
 import subprocess
@@ -24,6 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import a2c_cartpole  # noqa: E402
 import ppo_tetris  # noqa: E402
+import results as results_module  # noqa: E402
 from common.tetris import Tetris  # noqa: E402
 
 CPU = torch.device("cpu")
@@ -40,11 +44,10 @@ def video_cost(name, play, directory):
     video_seconds, stats = timed(play, [os.path.join(directory, f"{name}.mp4")])
     frames = int(stats["length"][0])
     extra = video_seconds - plain_seconds
-    print(
-        f"| {name} | {frames} | {plain_seconds:.2f} s | {video_seconds:.2f} s | +{extra:.2f} s | "
-        f"{1000 * extra / frames:.1f} ms |",
-        flush=True,
-    )
+    row = [name, str(frames), f"{plain_seconds:.2f} s", f"{video_seconds:.2f} s", f"+{extra:.2f} s"]
+    row.append(f"{1000 * extra / frames:.1f} ms")
+    print("| " + " | ".join(row) + " |", flush=True)
+    return row, dict(env=name, frames=frames, seconds=plain_seconds, seconds_with_video=video_seconds)
 
 
 def training_sps(extra_flags, directory):
@@ -55,7 +58,10 @@ def training_sps(extra_flags, directory):
 
 
 def main():
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    start = time.time()
     torch.set_num_threads(1)
+    rows, runs = [], []
     with tempfile.TemporaryDirectory() as directory:
         print("| env | frames | evaluation | with --capture-video | extra | per frame |\n|---|---|---|---|---|---|")
         for env_id, obs_dim, space in [
@@ -63,17 +69,34 @@ def main():
             ("HalfCheetah-v5", 17, a2c_cartpole.gym.spaces.Box(-1, 1, (6,))),
         ]:
             torch.manual_seed(0)
-            agent = a2c_cartpole.Agent(obs_dim, space, 64)
-            evaluate = a2c_cartpole.evaluate
-            video_cost(env_id, lambda videos: evaluate(agent, env_id, None, 10, 1, CPU, videos), directory)
+            args = a2c_cartpole.args_for(env_id)  # 64 wide for both
+            agent = a2c_cartpole.Agent(obs_dim, space, args)
+            evaluate = lambda videos: a2c_cartpole.evaluate(
+                agent, args, None, episodes=10, seed=1, device=CPU, videos=videos
+            )
+            row, run = video_cost(env_id, evaluate, directory)
+            rows.append(["--capture-video", *row])
+            runs.append(run)
         torch.manual_seed(0)
         agent = ppo_tetris.Agent(Tetris(num_envs=1).single_observation_space.shape[0], 7)
-        video_cost("Tetris", lambda videos: ppo_tetris.play(agent, 10, 1, 10_000, CPU, videos), directory)
+        row, run = video_cost("Tetris", lambda videos: ppo_tetris.play(agent, 10, 1, 10_000, CPU, videos), directory)
+        rows.append(["--capture-video", *row])
+        runs.append(run)
 
         plain = training_sps([], directory)
         tracked = training_sps(["--track"], directory)
         print(f"\na2c_cartpole.py default run: {plain:,.0f} SPS, with --track (offline) {tracked:,.0f} SPS "
               f"({tracked / plain:.2f}x)")  # fmt: skip
+    label = "a2c_cartpole.py default run (CartPole-v1, 100k steps), training SPS"
+    rows.append(["--track (offline)", label, "", f"{plain:,.0f}", f"{tracked:,.0f}", f"{tracked / plain:.2f}x", ""])
+    runs.append(dict(env="a2c_cartpole.py default run", sps=plain, sps_with_track=tracked))
+    columns = ["option", "env / run", "frames", "without it", "with it", "extra (--track: ratio)", "per frame"]
+    notes = [
+        "Videos: one evaluation of 10 episodes by an untrained agent (one torch thread), its first episode recorded; "
+        "--track: WANDB_MODE=offline, the two runs one after the other."
+    ]
+    table = dict(columns=columns, rows=rows, notes=notes)
+    results_module.save("watch-costs", (time.time() - start) / 60, table=table, runs=runs)
 
 
 if __name__ == "__main__":
