@@ -63,8 +63,9 @@ def train(script: str, seed: int, folder: Path) -> dict:
     if evaluation.returncode != 0:
         raise SystemExit(f"{script} seed {seed} evaluation failed:\n{evaluation.stderr[-2000:]}")
     stats = {}
-    for key, mean, std in re.findall(r"^\s+(\w+)\s+(-?[\d.]+) \+/- ([\d.]+)", evaluation.stdout, re.M):
-        stats[key] = (float(mean), float(std))
+    # "  name  mean +/- std", or "  name  mean" where the script reports no spread
+    for key, mean, std in re.findall(r"^\s+(\w+)\s+(-?[\d.]+)(?: \+/- ([\d.]+))?$", evaluation.stdout, re.M):
+        stats[key] = (float(mean), float(std) if std else None)
     result = dict(seed=seed, wall=wall, sps=sps, **{key: list(value) for key, value in stats.items()})
     result_file.write_text(json.dumps(result))
     return result
