@@ -3,7 +3,7 @@ the final deterministic evaluation (20 episodes, observation statistics frozen),
 excluded), and evaluations every 100k steps for a learning-curve picture.
 
     pip install -e ".[bench]"
-    python benchmarks/bench_a2c_continuous.py                     # the docs' table: ours on seeds 1-8, ~45 min
+    python benchmarks/bench_a2c_continuous.py                     # the docs' table: ours on seeds 1-8, ~15 min
     python benchmarks/bench_a2c_continuous.py --sps-only          # only the side-by-side SPS pairs, ~5 min
     python benchmarks/bench_a2c_continuous.py --learners ours sb3 # SB3's learning runs too (seeds 1-3: hours)
     python benchmarks/bench_a2c_continuous.py --envs Pendulum-v1 --set gamma=0.95 --tag g95 --seeds 11 12 13

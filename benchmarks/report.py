@@ -31,7 +31,7 @@ BENCHES = {
     "distributed": ("python benchmarks/bench_distributed.py", 10),
     "watch-costs": ("python benchmarks/bench_watch.py", 10),
     "classic-control": ("python benchmarks/bench_classic_control.py", 90),
-    "a2c-continuous": ("python benchmarks/bench_a2c_continuous.py", 180),
+    "a2c-continuous": ("python benchmarks/bench_a2c_continuous.py", 15),
     "a2c-cartpole-sb3": ("python benchmarks/bench_a2c_vs_sb3.py", 5),
     "popgym": ("python benchmarks/bench_a2c_memory.py", 25),
     "cartpole-novel": ("python benchmarks/bench_lstm_cartpole_novel.py", 20),
