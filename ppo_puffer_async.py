@@ -178,7 +178,7 @@ def args_for(env_id: str = "tetris", **flags) -> Args:
 
 
 def validate_args(args: Args, vecenv=None) -> None:
-    """Bad flags fail before any network is built, naming the flag; with the vecenv, the buffer layout too."""
+    """Bad flags fail before any network is built, naming the flag; with the vecenv, its buffer layout (closing it)."""
     at_least_one = "num_envs num_workers async_factor horizon num_minibatches update_epochs max_ticks hidden_size"
     positive = "learning_rate clip_coef vf_clip_coef render_fps reward_scale"
     run.check_flags(args, at_least_one=at_least_one, positive=positive)
@@ -195,15 +195,17 @@ def validate_args(args: Args, vecenv=None) -> None:
         raise ValueError(f"--num-workers {args.num_workers} needs --backend Multiprocessing (Serial steps in-process)")
     if vecenv is None:
         return
+    batch_size = args.batch_size or vecenv.num_agents * args.horizon
+    rows, problem = batch_size // args.horizon, None
     if args.eval_opponents == "random" and (vecenv.kinds is None or vecenv.kinds.team_of.max() == 0):
-        raise ValueError(f"--eval-opponents random plays teams against each other; {args.env_id} has one (see --teams)")
-    num_agents = vecenv.num_agents
-    batch_size = args.batch_size or num_agents * args.horizon
-    rows = batch_size // args.horizon
-    if batch_size % args.horizon or rows % num_agents:
-        raise ValueError(f"--batch-size {batch_size} must be --horizon x a multiple of the {num_agents} agents (rows)")
-    if rows % args.num_minibatches:
-        raise ValueError(f"--num-minibatches {args.num_minibatches} must divide the {rows} rows (batch / horizon)")
+        problem = f"--eval-opponents random plays teams against each other; {args.env_id} has one (see --teams)"
+    elif batch_size % args.horizon or rows % vecenv.num_agents:
+        problem = f"--batch-size {batch_size} must be --horizon x a multiple of the {vecenv.num_agents} agents (rows)"
+    elif rows % args.num_minibatches:
+        problem = f"--num-minibatches {args.num_minibatches} must divide the {rows} rows (batch / horizon)"
+    if problem:
+        vecenv.close()  # and its workers: a bad flag leaves no process behind
+        raise ValueError(problem)
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.0) -> nn.Linear:

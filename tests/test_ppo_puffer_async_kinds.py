@@ -8,6 +8,7 @@ import types
 
 import gymnasium as gym
 import numpy as np
+import psutil
 import pytest
 import torch
 from pettingzoo.utils.env import ParallelEnv
@@ -157,6 +158,7 @@ def test_random_opponents_need_two_teams(signal_game, tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as e:  # speaker and listener are one team
         ppo_puffer_async.main(["--env-id", "mpe2.simple_speaker_listener_v4", "--eval-opponents", "random"])
     assert str(e.value).startswith("error: --eval-opponents random plays teams against each other")
+    assert not psutil.Process().children()  # the run's Multiprocessing workers were closed with the error
 
 
 @pytest.mark.parametrize("task", MPE2)
