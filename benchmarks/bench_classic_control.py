@@ -2,7 +2,7 @@
 500k steps, 3 seeds each, beside CleanRL's published ppo.py figures and RL Zoo's tuned A2C/PPO agents, and a
 learning-curve picture (greedy evaluations every ~25k steps).
 
-    python benchmarks/bench_classic_control.py                          # the docs' table; ~1.5 h on 2 cores
+    python benchmarks/bench_classic_control.py                          # the docs' table; ~11 min on 2 cores
     python benchmarks/bench_classic_control.py --envs Acrobot-v1 --seeds 1 --cores 0
     python benchmarks/bench_classic_control.py --scripts ppo_puffer_async --set norm_obs=False --tag no-norm
     python benchmarks/bench_classic_control.py --plot docs/classic_control.png
