@@ -31,6 +31,15 @@ def cpu_model() -> str:
         return platform.processor() or platform.machine()
 
 
+# Flags whose value is a folder on the measuring machine: the command shows what the reader supplies instead.
+LOCAL_PATHS = {"--ocean": "OCEAN_DIR", "--cleanrl": "CLEANRL_CLONE", "--baseline": "BEFORE_CHECKOUT"}
+
+
+def placeholders(argv: list) -> list:
+    """argv with each local folder (the value of a LOCAL_PATHS flag) replaced by its placeholder."""
+    return [LOCAL_PATHS.get(argv[i - 1], arg) if i else arg for i, arg in enumerate(argv)]
+
+
 def stamp(minutes: float) -> dict:
     """What a result was measured on: the commit ("+changes" when the code differed from it), the date, the machine,
     the versions, the command as typed, and about how many minutes it took (report.py prints it beside the row)."""
@@ -47,7 +56,7 @@ def stamp(minutes: float) -> dict:
             "torch": torch.__version__,
             "gymnasium": gymnasium.__version__,
         },
-        "command": "python " + shlex.join([os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]]),
+        "command": "python " + shlex.join([os.path.relpath(sys.argv[0], ROOT), *placeholders(sys.argv[1:])]),
         "minutes": round(minutes, 1),
     }
 

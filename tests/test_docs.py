@@ -19,6 +19,18 @@ def test_every_results_table_equals_its_rendering_from_the_results_files():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+def test_results_name_no_local_folder():
+    """A results file's command shows placeholders (OCEAN_DIR...) where the measuring machine had its own folders."""
+    sys.path.insert(0, f"{ROOT}/benchmarks")
+    import results
+
+    argv = ["--ocean", "/home/me/ocean", "--seeds", "1", "--baseline", "/tmp/before"]
+    assert results.placeholders(argv) == ["--ocean", "OCEAN_DIR", "--seeds", "1", "--baseline", "BEFORE_CHECKOUT"]
+    for path in Path(ROOT, "benchmarks", "results").glob("*.json"):
+        command = json.loads(path.read_text())["command"]
+        assert not re.search(r"\s/\S", command), f"{path.name}: {command}"
+
+
 def readme_commands() -> list:
     """The benchmark command of each row of the README's results table."""
     table = re.search(r"<!-- table:readme -->\n(.*?)<!-- /table:readme -->", README, re.S).group(1)
