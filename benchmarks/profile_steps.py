@@ -6,7 +6,8 @@ sampling, storage (the rollout's bookkeeping), and the update, per agent step, f
     python benchmarks/profile_steps.py a2c_cartpole.py --num-envs 8 --num-steps 5 --total-timesteps 100000
 
 --save NAME writes benchmarks/results/NAME.json (docs/benchmarks.md's tables); --foreach runs the optimizers and the
-gradient clipping as torch's multi-tensor kernels instead of its per-tensor loops (it did not pay: docs/benchmarks.md).
+gradient clipping as torch's multi-tensor kernels instead of its per-tensor loops (it did not pay: docs/benchmarks.md);
+--compile runs the update's forward pass and loss under torch.compile (docs/benchmarks.md).
 
 The script's own functions are wrapped with a clock (each call costs ~1 us more, so the shares are a little off for
 the cheapest parts); everything else a step does is "other". One torch thread; evaluation is turned off.
@@ -69,6 +70,18 @@ def foreach_optimizers():
     torch.nn.utils.clip_grad_norm_ = lambda *a, **k: clip(*a, **{**k, "foreach": True})
 
 
+def compile_update(script, module):
+    """--compile: torch.compile the update's forward pass and loss (the minibatch step bench_compile.py times) to see
+    what it gives a whole run; the acting step stays eager (bench_compile.py: no gain there)."""
+    if script == "ppo_puffer_async":
+        module.Policy.unroll = torch.compile(module.Policy.unroll)
+        module.Policy.logprob_and_entropy = torch.compile(module.Policy.logprob_and_entropy)
+        module.ppo_loss = torch.compile(module.ppo_loss)
+    else:
+        module.Agent.get_logprob_entropy_value = torch.compile(module.Agent.get_logprob_entropy_value)
+        module.a2c_loss = torch.compile(module.a2c_loss)
+
+
 def main():
     script, argv = sys.argv[1].removesuffix(".py"), sys.argv[2:]
     save = argv.pop(argv.index("--save") + 1) if "--save" in argv else None  # a results file's name
@@ -77,6 +90,9 @@ def main():
         argv.remove("--foreach")
         foreach_optimizers()
     module = importlib.import_module(script)
+    if "--compile" in argv:
+        argv.remove("--compile")
+        compile_update(script, module)
     wrap_env_steps(script, module)
     if script == "ppo_puffer_async":
         from common import vector

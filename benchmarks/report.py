@@ -39,6 +39,7 @@ BENCHES = {
     "profile-ppo-cleanrl": ("python benchmarks/profile_steps.py ppo_puffer_async.py --env-id HalfCheetah-v5 "
                             "--num-envs 1 --horizon 64 --batch-size 2048 --num-minibatches 32 --update-epochs 10 "
                             "--hidden-size 64 --total-timesteps 102400 --save profile-ppo-cleanrl", 2),
+    "compile": ("python benchmarks/bench_compile.py", 2),
     "profile-a2c-sb3": ("python benchmarks/profile_steps.py a2c_cartpole.py --num-envs 8 --num-steps 5 "
                         "--learning-rate 7e-4 --no-norm-obs --no-anneal-lr --total-timesteps 200000 "
                         "--save profile-a2c-sb3", 2),
