@@ -5,7 +5,7 @@ and sample), and `a2c_cartpole.py`'s update at SB3's A2C settings (CartPole-v1, 
 timed eager and under torch.compile (its default inductor backend), alternating; the compile's warm-up (the first
 calls, which trace and build the C++ kernels) is timed on its own.
 
-    python benchmarks/bench_compile.py              # ~2 min, a third of it compiling; docs/benchmarks.md's table
+    python benchmarks/bench_compile.py              # ~1-2 min, a third of it compiling; docs/benchmarks.md's table
     python benchmarks/bench_compile.py --calls 500 --compile-optimizer
 
 A training step is a minibatch's forward pass and loss (compiled: one graph, with its backward), then backward,
