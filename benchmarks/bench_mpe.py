@@ -31,9 +31,15 @@ sys.path.insert(0, str(ROOT))
 import results as results_module  # noqa: E402
 from common.puffer_envs import TEAMS  # noqa: E402
 
-# Agent steps for the tasks whose default 7.5M would take longer than 10 minutes on 2 cores (their many agents and
-# landmarks make a step slow: ~5k agent steps a second at the defaults)
-TOTALS = {"mpe2.simple_world_comm_v3": 3_000_000, "mpe2.collect_treasure_v1": 2_000_000}
+# Agent steps for the tasks whose default 7.5M would not finish within 10 minutes on 2 cores: their many agents and
+# landmarks make a step slow (~5k agent steps a second at the defaults, so 3M took 9.6-10.4 minutes), or a slow run
+# of push took 11.7 minutes at 7.5M (8.5-8.8 in the others)
+DEFAULT_TOTAL = 7_500_000  # the script's default for PettingZoo envs
+TOTALS = {
+    "mpe2.simple_world_comm_v3": 2_500_000,
+    "mpe2.collect_treasure_v1": 2_000_000,
+    "mpe2.simple_push_v3": 6_000_000,
+}
 
 
 def random_play(env_id: str, episodes: int, seed: int = 10_000) -> dict:
@@ -90,6 +96,9 @@ def train(env_id, seed, total, folder):
     episodes = int(re.search(r"(\d+) episodes", evaluation.stdout).group(1))
     result = {"eval": {key: float(value) for key, value in means.items()}, "std": spreads, "wall": wall, "sps": sps}
     result["episodes"] = episodes
+    result["commit"] = results_module.stamp(0)[
+        "commit"
+    ]  # a table may keep older runs of unchanged code: which is which
     result_file.write_text(json.dumps(result))
     return result
 
@@ -99,17 +108,11 @@ TEAMS_OF_TWO_OR_MORE = ["mpe2.simple_crypto_v3", "mpe2.simple_adversary_v3", "mp
 ALL = [f"mpe2.{name.split('/')[1]}" for name in sorted(importlib.import_module("mpe2.all_modules").mpe_environments)]
 # The tasks judged on three seeds (every team against random play, and speaker_listener); the others on one
 THREE_SEEDS = [*TEAMS_OF_TWO_OR_MORE, "mpe2.simple_speaker_listener_v4"]
-# What others report, and how: not comparable number for number (other episode lengths, steps, sums), so the docs
-# give the protocol, not a figure.
 NOTES = [
     "Per-agent return: each agent's own episode return (25 steps), mean over the agents of a kind and over 100 "
     "evaluation episodes (actions sampled, as in training), then over seeds. A team's result against random play is "
     "from `--eval-opponents random`: the team plays its policy, every other team acts uniformly at random. "
     "*Above random by*: (trained - random) over the standard error of the difference, the smallest over the seeds.",
-    "MAPPO (Yu et al., 2022) reports the team's summed reward per 25-step episode after 20M (Spread), 2M (Comm, our "
-    "speaker_listener) and 3M (Reference) env steps; EPyMARL (Papoudakis et al., 2021) reports the return divided by "
-    "the number of agents after 20M steps, and trains Adversary and Tag against fixed pretrained opponents, so its "
-    "figures there are not against random play. Neither is on this table's protocol: compare with care.",
 ]
 
 
@@ -135,11 +138,13 @@ def task_row(env_id: str, seeds: list, results: dict, random: dict) -> list:
             + (f" ({' / '.join(f'{v:.2f}' for v in values)})" if len(values) > 1 else "")
         )
         above.append(f"{kind} {min(se_of_difference(v, s, n, returns) for v, s in zip(values, spreads)):+.1f}")
-    minutes = np.mean([results[(env_id, seed)]["wall"] / 60 for seed in seeds])
+    minutes = [results[(env_id, seed)]["wall"] / 60 for seed in seeds]
+    minutes = f"{np.mean(minutes):.1f}" + (f" ({max(minutes):.1f})" if len(minutes) > 1 else "")
     agents = ", ".join(f"{kind} x{len(r) // 200}" for kind, r in random.items())
+    steps = f"{TOTALS.get(env_id, DEFAULT_TOTAL) / 1e6:g}M"
     return [env_id.split(".")[1], agents, TEAMS.get(env_id, "one team").replace(",", " vs ").replace("+", " + "),
             "; ".join(trained), "; ".join(f"{k} {mean_se(v)}" for k, v in random.items()), "; ".join(above),
-            " ".join(map(str, seeds)), f"{minutes:.1f}"]  # fmt: skip
+            " ".join(map(str, seeds)), steps, minutes]  # fmt: skip
 
 
 def main():
@@ -166,7 +171,7 @@ def main():
             results[(env_id, seed)] = train(env_id, seed, total, Path(opts.out) / env_id / str(seed))
             print(f"  {env_id} seed {seed}: {results[(env_id, seed)]}", flush=True)
     columns = ["task", "agents", "teams", "trained: per-agent return (per seed)", "uniform-random play (200 episodes)",
-               "above random by (s.e.)", "seeds", "minutes a run"]  # fmt: skip
+               "above random by (s.e.)", "seeds", "agent steps", "minutes a run (longest)"]  # fmt: skip
     random = {env_id: random_play(env_id, 200) for env_id in opts.envs}
     rows = [task_row(env_id, seeds[env_id], results, random[env_id]) for env_id in opts.envs]
     print(results_module.markdown(columns, rows))

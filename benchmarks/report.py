@@ -60,6 +60,10 @@ def stamp_line(result: dict) -> str:
     kept = result.get("kept")  # an older measurement whose code path is unchanged since, proven by fixed-seed runs
     since = (f"; its fixed-seed runs (`scripts/fixed_seed_runs.py`: {', '.join(kept['cases'])}) are bit-identical on "
              f"commit {kept['identical_on']}") if kept else ""  # fmt: skip
+    if kept and "rerun" in kept:  # some rows re-measured, the others kept
+        since = (f" ({', '.join(kept['rerun'])}); the other rows: commit {kept['measured_on']}, {kept['date']}, whose "
+                 f"code path's fixed-seed runs (`scripts/fixed_seed_runs.py`: {', '.join(kept['cases'])}) are "
+                 f"bit-identical on commit {kept['identical_on']}")  # fmt: skip
     return (f"<sub>`{result['command']}` ({duration(result['minutes'])}) · commit {result['commit']}, "
             f"{result['date']}{since} · {result['machine']} · {versions}</sub>")  # fmt: skip
 
