@@ -30,11 +30,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import results as results_module  # noqa: E402
 from common.puffer_envs import TEAMS  # noqa: E402
+from ppo_puffer_async import ENV_DEFAULTS  # noqa: E402
 
 # Agent steps for the tasks whose default 7.5M would not finish within 10 minutes on 2 cores: their many agents and
 # landmarks make a step slow (~5k agent steps a second at the defaults, so 3M took 9.6-10.4 minutes), or a slow run
 # of push took 11.7 minutes at 7.5M (8.5-8.8 in the others)
-DEFAULT_TOTAL = 7_500_000  # the script's default for PettingZoo envs
+DEFAULT_TOTAL = ENV_DEFAULTS["pettingzoo"]["total_timesteps"]  # the script's, for every PettingZoo env
 TOTALS = {
     "mpe2.simple_world_comm_v3": 2_500_000,
     "mpe2.collect_treasure_v1": 2_000_000,
@@ -96,9 +97,8 @@ def train(env_id, seed, total, folder):
     episodes = int(re.search(r"(\d+) episodes", evaluation.stdout).group(1))
     result = {"eval": {key: float(value) for key, value in means.items()}, "std": spreads, "wall": wall, "sps": sps}
     result["episodes"] = episodes
-    result["commit"] = results_module.stamp(0)[
-        "commit"
-    ]  # a table may keep older runs of unchanged code: which is which
+    # A table may keep older runs of code that has not changed since: each run says which commit it measured
+    result["commit"] = results_module.stamp(0)["commit"]
     result_file.write_text(json.dumps(result))
     return result
 
