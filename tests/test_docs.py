@@ -31,6 +31,24 @@ def test_results_name_no_local_folder():
         assert not re.search(r"\s/\S", command), f"{path.name}: {command}"
 
 
+def test_a_table_that_keeps_some_rows_says_which_commit_measured_each():
+    """A results file that re-measured some rows and kept the others ("kept": {"rerun": [...]}): each run carries the
+    commit that measured it (the rerun tasks' the file's own, the others' the kept one), and the stamp names both."""
+    sys.path.insert(0, f"{ROOT}/benchmarks")
+    import report
+
+    mixed = [json.loads(path.read_text()) for path in Path(ROOT, "benchmarks", "results").glob("*.json")]
+    mixed = [result for result in mixed if "rerun" in result.get("kept", {})]
+    for result in mixed:
+        kept = result["kept"]
+        for run in result["runs"]:
+            rerun = run["env_id"].split(".")[-1] in kept["rerun"]
+            assert run["commit"] == (result["commit"] if rerun else kept["measured_on"]), run["env_id"]
+        line = report.stamp_line(result)
+        assert f"commit {result['commit']}" in line and f"commit {kept['measured_on']}" in line
+        assert all(task in line for task in kept["rerun"])
+
+
 def readme_commands() -> list:
     """The benchmark command of each row of the README's results table."""
     table = re.search(r"<!-- table:readme -->\n(.*?)<!-- /table:readme -->", README, re.S).group(1)
