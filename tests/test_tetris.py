@@ -271,7 +271,8 @@ def test_observation_layout():
 
 def test_np_take_gathers_play_the_same_games_as_fancy_indexing():
     """The env's np.take row gathers (a speed trick) against their plain form, x[rows]: the same observations,
-    rewards, ends and episode stats, step for step, with holds, locks, line clears and game overs in the mix."""
+    rewards, ends and episode stats, step for step, with holds, locks and game overs in the mix. Random moves clear
+    no lines, but no gather is on that path: they are in the piece cells, the lock and the deck."""
     import sys
     from pathlib import Path
 
