@@ -1,12 +1,14 @@
 """ppo_puffer_async.py on PettingZoo's MPE tasks (mpe2), against uniform-random play: per-agent episode returns, per
 kind of agent where a task has several (a kind: the agents' name without its trailing _N).
 
-    python benchmarks/bench_mpe.py --random-play               # every mpe2 task, 200 episodes of random play
+    python benchmarks/bench_mpe.py --random-play               # every mpe2 task, 1,000 episodes of random play
     python benchmarks/bench_mpe.py --envs mpe2.simple_tag_v3 --seeds 1 2 3
     python benchmarks/bench_mpe.py --envs mpe2.simple_v3 --seeds 1 --total-timesteps 500000
 
 Random play: every agent acts uniformly at random in its own action space, on the raw parallel env, episodes seeded
-10,000 + i; mean and standard error of the per-agent returns of each kind. Training: the script at its defaults (those
+10,000 + i; mean and standard error of the per-agent returns of each kind. A standard error counts episodes, not
+agents: the agents of a kind share their episode, and in most of these tasks their reward (tag's three adversaries
+score the same), so they are not independent samples. Training: the script at its defaults (those
 of every PettingZoo env: 2 env worker processes), with --total-timesteps where TOTALS sets one (a task whose default
 run would pass 10 minutes on 2 cores), one run at a time; then --eval-checkpoint with 100 episodes (sampled actions,
 as in training) and, for tasks of two or more teams, --eval-opponents random (each team against random teams). A
@@ -43,8 +45,11 @@ TOTALS = {
 }
 
 
+RANDOM_EPISODES = 1_000  # random play's standard error is then under a quarter of a 100-episode evaluation's
+
+
 def random_play(env_id: str, episodes: int, seed: int = 10_000) -> dict:
-    """{kind: per-agent episode returns} of uniform-random play on the raw parallel env."""
+    """{kind: (episodes, the kind's agents) episode returns} of uniform-random play on the raw parallel env."""
     env = importlib.import_module(env_id).parallel_env()
     rng, returns = np.random.default_rng(seed), {}
     for episode in range(episodes):
@@ -60,12 +65,13 @@ def random_play(env_id: str, episodes: int, seed: int = 10_000) -> dict:
         for agent, total in totals.items():
             returns.setdefault(re.sub(r"_\d+$", "", agent), []).append(total)
     env.close()
-    return returns
+    return {kind: np.reshape(values, (episodes, -1)) for kind, values in returns.items()}  # agent order in an episode
 
 
-def mean_se(values) -> str:
-    values = np.asarray(values, dtype=np.float64)
-    return f"{values.mean():.2f} +/- {values.std(ddof=1) / np.sqrt(len(values)):.2f}"
+def mean_se(returns: np.ndarray) -> str:
+    """Mean and standard error of (episodes, agents) returns, over the episodes' means (an episode is one sample)."""
+    means = returns.mean(1)
+    return f"{means.mean():.2f} +/- {means.std(ddof=1) / np.sqrt(len(means)):.2f}"
 
 
 def train(env_id, seed, total, folder):
@@ -112,14 +118,18 @@ NOTES = [
     "Per-agent return: each agent's own episode return (25 steps), mean over the agents of a kind and over 100 "
     "evaluation episodes (actions sampled, as in training), then over seeds. A team's result against random play is "
     "from `--eval-opponents random`: the team plays its policy, every other team acts uniformly at random. "
-    "*Above random by*: (trained - random) over the standard error of the difference, the smallest over the seeds.",
+    "*Above random by*: (trained - random) over the standard error of the difference, the smallest over the seeds; "
+    "standard errors count episodes, not agents (a kind's agents share an episode, and often its reward).",
 ]
 
 
-def se_of_difference(trained: float, spread: float, n: int, random: list) -> float:
-    """(trained - random play) in standard errors: trained's from its spread over n agent-episodes."""
-    se = np.hypot(spread / np.sqrt(n), np.std(random, ddof=1) / np.sqrt(len(random)))
-    return (trained - np.mean(random)) / se
+def se_of_difference(trained: float, spread: float, n: int, random: np.ndarray) -> float:
+    """(trained - random play) in standard errors. Trained's: its spread over agent-episodes divided by the root of
+    the n episodes, not of the agent-episodes (the mean of correlated agents varies at most as much as one agent);
+    random play's (episodes, agents) returns: over the episodes' means."""
+    means = random.mean(1)
+    se = np.hypot(spread / np.sqrt(n), means.std(ddof=1) / np.sqrt(len(means)))
+    return (trained - means.mean()) / se
 
 
 def task_row(env_id: str, seeds: list, results: dict, random: dict) -> list:
@@ -129,8 +139,7 @@ def task_row(env_id: str, seeds: list, results: dict, random: dict) -> list:
     trained, above = [], []
     for kind, returns in random.items():
         key = f"return_vs_random/{kind}" if teams > 1 else f"return/{kind}" if len(random) > 1 else "return"
-        per_agent = len(returns) // 200  # the kind's agents per env
-        n = per_agent * (100 // teams)  # its agent-episodes in the envs where its team played its policy
+        n = 100 // teams  # the evaluation episodes in which its team played its policy
         values = [results[(env_id, seed)]["eval"][key] for seed in seeds]
         spreads = [float(results[(env_id, seed)]["std"][key]) for seed in seeds]
         trained.append(
@@ -140,7 +149,7 @@ def task_row(env_id: str, seeds: list, results: dict, random: dict) -> list:
         above.append(f"{kind} {min(se_of_difference(v, s, n, returns) for v, s in zip(values, spreads)):+.1f}")
     minutes = [results[(env_id, seed)]["wall"] / 60 for seed in seeds]
     minutes = f"{np.mean(minutes):.1f}" + (f" ({max(minutes):.1f})" if len(minutes) > 1 else "")
-    agents = ", ".join(f"{kind} x{len(r) // 200}" for kind, r in random.items())
+    agents = ", ".join(f"{kind} x{r.shape[1]}" for kind, r in random.items())
     steps = f"{TOTALS.get(env_id, DEFAULT_TOTAL) / 1e6:g}M"
     return [env_id.split(".")[1], agents, TEAMS.get(env_id, "one team").replace(",", " vs ").replace("+", " + "),
             "; ".join(trained), "; ".join(f"{k} {mean_se(v)}" for k, v in random.items()), "; ".join(above),
@@ -153,7 +162,7 @@ def main():
     parser.add_argument("--seeds", nargs="+", type=int, default=None, help="default: 1 2 3 for THREE_SEEDS, else 1")
     parser.add_argument("--total-timesteps", type=int, default=None, help="default: the script's (TOTALS's)")
     parser.add_argument("--random-play", action="store_true", help="only random play, every mpe2 task")
-    parser.add_argument("--episodes", type=int, default=200, help="episodes of random play")
+    parser.add_argument("--episodes", type=int, default=RANDOM_EPISODES, help="episodes of random play")
     parser.add_argument("--out", default="bench_results/mpe")
     opts = parser.parse_args()
     if opts.random_play:
@@ -170,9 +179,10 @@ def main():
             total = opts.total_timesteps or TOTALS.get(env_id)
             results[(env_id, seed)] = train(env_id, seed, total, Path(opts.out) / env_id / str(seed))
             print(f"  {env_id} seed {seed}: {results[(env_id, seed)]}", flush=True)
-    columns = ["task", "agents", "teams", "trained: per-agent return (per seed)", "uniform-random play (200 episodes)",
-               "above random by (s.e.)", "seeds", "agent steps", "minutes a run (longest)"]  # fmt: skip
-    random = {env_id: random_play(env_id, 200) for env_id in opts.envs}
+    columns = ["task", "agents", "teams", "trained: per-agent return (per seed)",
+               f"uniform-random play ({RANDOM_EPISODES:,} episodes)", "above random by (s.e.)", "seeds", "agent steps",
+               "minutes a run (longest)"]  # fmt: skip
+    random = {env_id: random_play(env_id, RANDOM_EPISODES) for env_id in opts.envs}
     rows = [task_row(env_id, seeds[env_id], results, random[env_id]) for env_id in opts.envs]
     print(results_module.markdown(columns, rows))
     if opts.envs == ALL and opts.total_timesteps is None and opts.seeds is None:
