@@ -60,10 +60,16 @@ def stamp_line(result: dict) -> str:
     kept = result.get("kept")  # an older measurement whose code path is unchanged since, proven by fixed-seed runs
     since = (f"; its fixed-seed runs (`scripts/fixed_seed_runs.py`: {', '.join(kept['cases'])}) are bit-identical on "
              f"commit {kept['identical_on']}") if kept else ""  # fmt: skip
-    if kept and "rerun" in kept:  # some rows re-measured, the others kept
-        since = (f" ({', '.join(kept['rerun'])}); the other rows: commit {kept['measured_on']}, {kept['date']}, whose "
-                 f"code path's fixed-seed runs (`scripts/fixed_seed_runs.py`: {', '.join(kept['cases'])}) are "
-                 f"bit-identical on commit {kept['identical_on']}")  # fmt: skip
+    if kept and "runs_on" in kept:  # this commit measured `here`; the runs are kept from the commits that made them
+        tasks = {commit: {} for commit in kept["runs_on"]}  # commit: its tasks, in the table's order
+        for run in result["runs"]:
+            tasks[run["commit"]][run["env_id"].split(".")[-1]] = None
+        most = max(tasks, key=lambda commit: len(tasks[commit]))  # its rows are "the other rows"
+        named = {commit: "the other rows" if commit == most else ", ".join(tasks[commit]) for commit in tasks}
+        runs = ", ".join(f"commit {commit}, {date} ({named[commit]})" for commit, date in kept["runs_on"].items())
+        since = (f" ({kept['here']}); the runs: {runs}, whose code path's fixed-seed runs "
+                 f"(`scripts/fixed_seed_runs.py`: {', '.join(kept['cases'])}) are bit-identical on commit "
+                 f"{kept['identical_on']}")  # fmt: skip
     return (f"<sub>`{result['command']}` ({duration(result['minutes'])}) · commit {result['commit']}, "
             f"{result['date']}{since} · {result['machine']} · {versions}</sub>")  # fmt: skip
 
