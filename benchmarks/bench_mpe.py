@@ -10,7 +10,7 @@ Random play: every agent acts uniformly at random in its own action space, on th
 agents: the agents of a kind share their episode, and in most of these tasks their reward (tag's three adversaries
 score the same), so they are not independent samples. Training: the script at its defaults (those
 of every PettingZoo env: 2 env worker processes), with --total-timesteps where TOTALS sets one (a task whose default
-run would pass 10 minutes on 2 cores), one run at a time; then --eval-checkpoint with 100 episodes (sampled actions,
+run would pass 10 minutes on 2 cores), one run at a time; then --eval-checkpoint with 1,000 episodes (sampled actions,
 as in training) and, for tasks of two or more teams, --eval-opponents random (each team against random teams). A
 finished run's result is kept under --out, so rerunning only runs what is missing.
 """
@@ -45,7 +45,9 @@ TOTALS = {
 }
 
 
-RANDOM_EPISODES = 1_000  # random play's standard error is then under a quarter of a 100-episode evaluation's
+# Random play's episodes, and a trained run's evaluation episodes (in a game of two teams, each team plays its policy in
+# half of them): at 100, the standard error of tag's adversaries (~2 per agent) was as large as their lead
+RANDOM_EPISODES = EVAL_EPISODES = 1_000
 
 
 def random_play(env_id: str, episodes: int, seed: int = 10_000) -> dict:
@@ -75,24 +77,27 @@ def mean_se(returns: np.ndarray) -> str:
 
 
 def train(env_id, seed, total, folder):
-    result_file = folder / "result.json"
-    if result_file.exists():
-        return json.loads(result_file.read_text())
-    folder.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, str(ROOT / "ppo_puffer_async.py"), "--env-id", env_id, "--seed", str(seed),
-               "--checkpoint-freq", "0"] + (["--total-timesteps", str(total)] if total else [])  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    start = time.time()
-    out = subprocess.run(command, cwd=folder, capture_output=True, text=True, env=env)
-    if out.returncode != 0:
-        raise SystemExit(f"{env_id} seed {seed} failed:\n{out.stderr[-2000:]}")
-    wall, sps = (
-        time.time() - start,
-        float(re.search(r"SPS ([\d,]+)", out.stdout.splitlines()[-1]).group(1).replace(",", "")),
-    )
-    (checkpoint,) = glob.glob(str(folder / "runs" / "*" / "ppo_puffer_async.pt"))
-    command = [sys.executable, str(ROOT / "ppo_puffer_async.py"), "--eval-checkpoint", checkpoint,
-               "--eval-episodes", "100", "--seed", str(seed)]  # fmt: skip
+    """A run's result: trained and evaluated, or kept from an earlier run (`commit`: the one that trained it). A kept
+    run evaluated on fewer than EVAL_EPISODES episodes whose checkpoint is still there is evaluated again
+    (`evaluated_on`: that commit)."""
+    result_file, env = folder / "result.json", {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = json.loads(result_file.read_text()) if result_file.exists() else None
+    if result is None:
+        folder.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, str(ROOT / "ppo_puffer_async.py"), "--env-id", env_id, "--seed", str(seed),
+                   "--checkpoint-freq", "0"] + (["--total-timesteps", str(total)] if total else [])  # fmt: skip
+        start = time.time()
+        out = subprocess.run(command, cwd=folder, capture_output=True, text=True, env=env)
+        if out.returncode != 0:
+            raise SystemExit(f"{env_id} seed {seed} failed:\n{out.stderr[-2000:]}")
+        sps = float(re.search(r"SPS ([\d,]+)", out.stdout.splitlines()[-1]).group(1).replace(",", ""))
+        # A table may keep older runs of code that has not changed since: each run says which commit it measured
+        result = {"wall": time.time() - start, "sps": sps, "commit": results_module.stamp(0)["commit"]}
+    checkpoints = glob.glob(str(folder / "runs" / "*" / "ppo_puffer_async.pt"))
+    if result.get("eval_episodes", 100) == EVAL_EPISODES and "eval" in result or not checkpoints:
+        return result
+    command = [sys.executable, str(ROOT / "ppo_puffer_async.py"), "--eval-checkpoint", checkpoints[0],
+               "--eval-episodes", str(EVAL_EPISODES), "--seed", str(seed)]  # fmt: skip
     if env_id in TEAMS_OF_TWO_OR_MORE:
         command += ["--eval-opponents", "random"]
     evaluation = subprocess.run(command, capture_output=True, text=True, env=env)
@@ -100,11 +105,10 @@ def train(env_id, seed, total, folder):
         raise SystemExit(f"{env_id} seed {seed} evaluation failed:\n{evaluation.stderr[-2000:]}")
     means = dict(re.findall(r"^\s+(return\S*)\s+(-?[\d.]+)", evaluation.stdout, re.M))
     spreads = dict(re.findall(r"^\s+(return\S*)\s+-?[\d.]+ \+/- ([\d.]+)", evaluation.stdout, re.M))
-    episodes = int(re.search(r"(\d+) episodes", evaluation.stdout).group(1))
-    result = {"eval": {key: float(value) for key, value in means.items()}, "std": spreads, "wall": wall, "sps": sps}
-    result["episodes"] = episodes
-    # A table may keep older runs of code that has not changed since: each run says which commit it measured
-    result["commit"] = results_module.stamp(0)["commit"]
+    if "eval" in result:  # a kept run, evaluated again on this commit
+        result["evaluated_on"] = results_module.stamp(0)["commit"]
+    result.update(eval={key: float(value) for key, value in means.items()}, std=spreads, eval_episodes=EVAL_EPISODES)
+    result["episodes"] = int(re.search(r"(\d+) episodes", evaluation.stdout).group(1))  # agent-episodes
     result_file.write_text(json.dumps(result))
     return result
 
@@ -115,7 +119,7 @@ ALL = [f"mpe2.{name.split('/')[1]}" for name in sorted(importlib.import_module("
 # The tasks judged on three seeds (every team against random play, and speaker_listener); the others on one
 THREE_SEEDS = [*TEAMS_OF_TWO_OR_MORE, "mpe2.simple_speaker_listener_v4"]
 NOTES = [
-    "Per-agent return: each agent's own episode return (25 steps), mean over the agents of a kind and over 100 "
+    "Per-agent return: each agent's own episode return (25 steps), mean over the agents of a kind and over the "
     "evaluation episodes (actions sampled, as in training), then over seeds. A team's result against random play is "
     "from `--eval-opponents random`: the team plays its policy, every other team acts uniformly at random. "
     "*Above random by*: (trained - random) over the standard error of the difference, the smallest over the seeds; "
@@ -132,14 +136,21 @@ def se_of_difference(trained: float, spread: float, n: int, random: np.ndarray) 
     return (trained - means.mean()) / se
 
 
+def evaluation_episodes(env_id: str, seeds: list, results: dict, random: dict) -> int:
+    """A task's evaluation episodes per run (a run's result counts agent-episodes), the same for each of its seeds."""
+    agents = sum(returns.shape[1] for returns in random.values())
+    (episodes,) = {results[(env_id, seed)]["episodes"] // agents for seed in seeds}
+    return episodes
+
+
 def task_row(env_id: str, seeds: list, results: dict, random: dict) -> list:
     """The docs' row of one task: per kind, the trained return (against random teams where there are several teams),
     random play, and how far above it, in standard errors."""
     teams = len(TEAMS[env_id].split(",")) if env_id in TEAMS_OF_TWO_OR_MORE else 1
     trained, above = [], []
+    n = evaluation_episodes(env_id, seeds, results, random) // teams  # those in which a team played its policy
     for kind, returns in random.items():
         key = f"return_vs_random/{kind}" if teams > 1 else f"return/{kind}" if len(random) > 1 else "return"
-        n = 100 // teams  # the evaluation episodes in which its team played its policy
         values = [results[(env_id, seed)]["eval"][key] for seed in seeds]
         spreads = [float(results[(env_id, seed)]["std"][key]) for seed in seeds]
         trained.append(
@@ -153,7 +164,7 @@ def task_row(env_id: str, seeds: list, results: dict, random: dict) -> list:
     steps = f"{TOTALS.get(env_id, DEFAULT_TOTAL) / 1e6:g}M"
     return [env_id.split(".")[1], agents, TEAMS.get(env_id, "one team").replace(",", " vs ").replace("+", " + "),
             "; ".join(trained), "; ".join(f"{k} {mean_se(v)}" for k, v in random.items()), "; ".join(above),
-            " ".join(map(str, seeds)), steps, minutes]  # fmt: skip
+            " ".join(map(str, seeds)), f"{n * teams:,}", steps, minutes]  # fmt: skip
 
 
 def main():
@@ -180,8 +191,8 @@ def main():
             results[(env_id, seed)] = train(env_id, seed, total, Path(opts.out) / env_id / str(seed))
             print(f"  {env_id} seed {seed}: {results[(env_id, seed)]}", flush=True)
     columns = ["task", "agents", "teams", "trained: per-agent return (per seed)",
-               f"uniform-random play ({RANDOM_EPISODES:,} episodes)", "above random by (s.e.)", "seeds", "agent steps",
-               "minutes a run (longest)"]  # fmt: skip
+               f"uniform-random play ({RANDOM_EPISODES:,} episodes)", "above random by (s.e.)", "seeds",
+               "evaluation episodes", "agent steps", "minutes a run (longest)"]  # fmt: skip
     random = {env_id: random_play(env_id, RANDOM_EPISODES) for env_id in opts.envs}
     rows = [task_row(env_id, seeds[env_id], results, random[env_id]) for env_id in opts.envs]
     print(results_module.markdown(columns, rows))

@@ -66,6 +66,9 @@ def stamp_line(result: dict) -> str:
             tasks[run["commit"]][run["env_id"].split(".")[-1]] = None
         most = max(tasks, key=lambda commit: len(tasks[commit]))  # its rows are "the other rows"
         named = {commit: "the other rows" if commit == most else ", ".join(tasks[commit]) for commit in tasks}
+        for commit in tasks:  # kept runs evaluated again (more episodes) on a later commit
+            again = sorted({run.get("evaluated_on") for run in result["runs"] if run["commit"] == commit} - {None})
+            named[commit] += "".join(f"; evaluated again on commit {later}" for later in again)
         runs = ", ".join(f"commit {commit}, {date} ({named[commit]})" for commit, date in kept["runs_on"].items())
         since = (f" ({kept['here']}); the runs: {runs}, whose code path's fixed-seed runs "
                  f"(`scripts/fixed_seed_runs.py`: {', '.join(kept['cases'])}) are bit-identical on commit "

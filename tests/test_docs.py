@@ -34,7 +34,8 @@ def test_results_name_no_local_folder():
 def test_a_table_that_keeps_its_runs_says_which_commit_measured_each():
     """A results file whose runs were kept from older commits ("kept": {"runs_on": {commit: date}}): each run carries
     the commit that measured it, one of those named, and the stamp names every one of them, the file's own commit
-    and the tasks of each but the commit of the most runs ("the other rows")."""
+    and the tasks of each but the commit of the most runs ("the other rows"), and any commit that evaluated a kept
+    run again."""
     sys.path.insert(0, f"{ROOT}/benchmarks")
     import report
 
@@ -49,6 +50,8 @@ def test_a_table_that_keeps_its_runs_says_which_commit_measured_each():
         for run in result["runs"]:
             if counts[run["commit"]] < max(counts.values()):
                 assert run["env_id"].split(".")[-1] in line, run["env_id"]
+            if "evaluated_on" in run:  # a kept run evaluated again later
+                assert f"evaluated again on commit {run['evaluated_on']}" in line, run["env_id"]
 
 
 def readme_commands() -> list:
