@@ -35,13 +35,14 @@ from common.puffer_envs import TEAMS  # noqa: E402
 from ppo_puffer_async import ENV_DEFAULTS  # noqa: E402
 
 # Agent steps for the tasks whose default 7.5M would not finish within 10 minutes on 2 cores: their many agents and
-# landmarks make a step slow (~5k agent steps a second at the defaults, so 3M took 9.6-10.4 minutes), or a slow run
-# of push took 11.7 minutes at 7.5M (8.5-8.8 in the others)
+# landmarks make a step slow (~5k agent steps a second at the defaults, so 3M took 9.6-10.4 minutes), or slow runs
+# passed 10 minutes at 7.5M: push 11.7 (8.5-8.8 in the others), tag 10.9 and 11.6 (9.8 in the third)
 DEFAULT_TOTAL = ENV_DEFAULTS["pettingzoo"]["total_timesteps"]  # the script's, for every PettingZoo env
 TOTALS = {
     "mpe2.simple_world_comm_v3": 2_500_000,
     "mpe2.collect_treasure_v1": 2_000_000,
     "mpe2.simple_push_v3": 6_000_000,
+    "mpe2.simple_tag_v3": 6_000_000,
 }
 
 
@@ -50,8 +51,12 @@ TOTALS = {
 RANDOM_EPISODES = EVAL_EPISODES = 1_000
 
 
-def random_play(env_id: str, episodes: int, seed: int = 10_000) -> dict:
-    """{kind: (episodes, the kind's agents) episode returns} of uniform-random play on the raw parallel env."""
+def random_play(env_id: str, episodes: int, seed: int = 10_000, keep=None) -> dict:
+    """{kind: (episodes, the kind's agents) episode returns} of uniform-random play on the raw parallel env; kept in
+    the folder `keep` if given (they depend on mpe2 alone)."""
+    kept = keep / f"random-play-{episodes}-{seed}.json" if keep else None
+    if kept and kept.exists():
+        return {kind: np.array(values) for kind, values in json.loads(kept.read_text()).items()}
     env = importlib.import_module(env_id).parallel_env()
     rng, returns = np.random.default_rng(seed), {}
     for episode in range(episodes):
@@ -67,7 +72,11 @@ def random_play(env_id: str, episodes: int, seed: int = 10_000) -> dict:
         for agent, total in totals.items():
             returns.setdefault(re.sub(r"_\d+$", "", agent), []).append(total)
     env.close()
-    return {kind: np.reshape(values, (episodes, -1)) for kind, values in returns.items()}  # agent order in an episode
+    returns = {kind: np.reshape(values, (episodes, -1)) for kind, values in returns.items()}  # agents in their order
+    if kept:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps({kind: values.tolist() for kind, values in returns.items()}))
+    return returns
 
 
 def mean_se(returns: np.ndarray) -> str:
@@ -193,7 +202,7 @@ def main():
     columns = ["task", "agents", "teams", "trained: per-agent return (per seed)",
                f"uniform-random play ({RANDOM_EPISODES:,} episodes)", "above random by (s.e.)", "seeds",
                "evaluation episodes", "agent steps", "minutes a run (longest)"]  # fmt: skip
-    random = {env_id: random_play(env_id, RANDOM_EPISODES) for env_id in opts.envs}
+    random = {env_id: random_play(env_id, RANDOM_EPISODES, keep=Path(opts.out) / env_id) for env_id in opts.envs}
     rows = [task_row(env_id, seeds[env_id], results, random[env_id]) for env_id in opts.envs]
     print(results_module.markdown(columns, rows))
     if opts.envs == ALL and opts.total_timesteps is None and opts.seeds is None:
