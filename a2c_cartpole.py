@@ -10,7 +10,8 @@ right that popular A2C code often does not:
   * time-limit truncation is not termination: the truncated step's reward gets `gamma * V(final_obs)`
     folded in (as SB3 does), termination bootstraps nothing;
   * evaluation uses the training run's observation statistics, frozen, never its own;
-  * a Gaussian's log-probability is that of the action it sampled; only the env sees it clipped to bounds.
+  * a Gaussian's log-probability is that of the action it sampled; only the env sees it clipped to bounds, and
+    its mean stays inside them (tanh), so a saturated policy still tries actions on both sides of its bound.
 
     python a2c_cartpole.py                        # trains CartPole-v1, evaluates as it goes
     python a2c_cartpole.py --env-id Acrobot-v1 --total-timesteps 500000
@@ -101,9 +102,8 @@ class Args(run.RunArgs):
 # targets that large swamps the policy gradient (deterministic eval then stalled at 100-250 for 100k+ steps).
 # fmt: off
 # Box actions: one set for every continuous-control task, as CleanRL's ppo_continuous_action.py has, measured on
-# Pendulum-v1 and HalfCheetah-v5 (docs/a2c.md). The return's scale differs from task to task, so rewards are normalized
-# instead of scaled by hand. gamma 0.95: Pendulum learns on 7 seeds of 8 (0.99: 1 of 3); MuJoCo locomotion goes further
-# with --gamma 0.99 (docs/a2c.md).
+# Pendulum-v1 and HalfCheetah-v5. Rewards are normalized, as the return's scale differs from task to task. gamma 0.95:
+# Pendulum learns on 7 seeds of 8 (0.99: 1 of 3); MuJoCo locomotion goes further with --gamma 0.99 (docs/a2c.md).
 CONTINUOUS = dict(total_timesteps=1_000_000, num_steps=8, gamma=0.95, gae_lambda=0.9, norm_reward=True,
                   reward_scale=1.0, eval_freq=400)
 # POPGym's memory tasks with Discrete actions (popgym-... ids), for --lstm: 16-step rollouts to backpropagate through,
@@ -112,8 +112,7 @@ MEMORY = dict(total_timesteps=1_000_000, num_steps=16, learning_rate=3e-3, gae_l
               hidden_size=128)
 # Sets of one env's own, as RL Zoo keeps one per env. LunarLander-v3 (-50 at the Discrete defaults in 500k steps):
 # RL Zoo's gamma 0.995, returns x 0.01, normalized advantages, 64 envs, a 2x rate; still flaky (docs/classic_control.md)
-# Pendulum-v1: a wider first noise (std 1), a 2x rate, entropy 1e-3; seeds 11-26 -192 mean, worst -208 (no bonus:
-# -196, -212; CONTINUOUS on 11-18: -285, -778).
+# Pendulum-v1: a wider first noise (std 1), a 2x rate, entropy 1e-3 (measured on seeds 11-26: docs/a2c.md).
 PER_ENV = {"LunarLander-v3": dict(total_timesteps=500_000, num_envs=64, learning_rate=2e-3, gamma=0.995,
                                   reward_scale=0.01, norm_adv=True, hidden_size=128, eval_freq=312),
            "Pendulum-v1": dict(log_std_init=0.0, learning_rate=2e-3, ent_coef=1e-3)}
@@ -173,6 +172,13 @@ class Agent(nn.Module):
         self.policy_head = layer_init(nn.Linear(args.hidden_size, outputs), std=0.01)
         self.value_head = layer_init(nn.Linear(args.hidden_size, 1), std=1.0)
         self.log_std = nn.Parameter(torch.full((outputs,), args.log_std_init)) if box else None
+        # A bounded Box's mean is kept inside its bounds, mid + half * tanh, as in skrl's Pendulum example (2 * tanh):
+        # a mean far outside clips every sample to one action, and learning stops (Pendulum seed 4's mean reached 15.8).
+        low, high = (action_space.low, action_space.high) if box else (np.inf, np.inf)
+        self.bounded = bool(np.isfinite(low).all() and np.isfinite(high).all())
+        if self.bounded:  # not saved: the env's action space gives them
+            self.register_buffer("action_mid", torch.as_tensor((high + low) / 2), persistent=False)
+            self.register_buffer("action_half", torch.as_tensor((high - low) / 2), persistent=False)
         # Built last, so the layers above draw the same initial weights with --lstm as without.
         cell = nn.GRUCell if args.rnn_type == "gru" else nn.LSTMCell
         self.lstm = cell(args.hidden_size, args.hidden_size) if args.lstm else None
@@ -186,25 +192,26 @@ class Agent(nn.Module):
     def forward(self, x: torch.Tensor, state=None, dones=None):
         """(policy output: logits, or the Gaussian's mean; V(x); the recurrent state after x, None without --lstm).
 
-        With --lstm, x is one step (envs, obs_dim) or a rollout (envs, steps, obs_dim), run a cell step at a time
-        from `state` (h, c), zeroed after step t where dones[:, t] = 1 as the rollout zeroes it (forget()): the update
-        replays exactly what the rollout saw. A2C's rollouts are short (5 or 16 steps at the defaults), so the update
-        backpropagates through each whole one from its stored first state: no burn-in, no truncated BPTT."""
+        With --lstm, x is one step (envs, obs_dim) or a rollout (envs, steps, obs_dim), run a cell step at a time from
+        `state` (h, c), zeroed after step t where dones[:, t] = 1 as the rollout zeroes it (forget()): the update
+        replays what the rollout saw, through each whole (short) rollout from its first state: no burn-in, no TBPTT."""
         hidden = self.backbone(x)
-        if self.lstm is None:
-            return self.policy_head(hidden), self.value_head(hidden).squeeze(-1), None
-        steps = hidden if x.dim() == 3 else hidden[:, None]  # (envs, steps, hidden)
-        (h, c), outputs = state, []
-        for t in range(steps.shape[1]):
-            if isinstance(self.lstm, nn.GRUCell):  # a GRU's state is h alone: it keeps (h, c) with c zero
-                h = self.lstm(steps[:, t], h)
-            else:
-                h, c = self.lstm(steps[:, t], (h, c))
-            outputs.append(h)
-            if dones is not None:  # the episode ended after step t: the next one starts from zeros
-                h, c = h * (1 - dones[:, t, None]), c * (1 - dones[:, t, None])
-        hidden = torch.stack(outputs, 1) if x.dim() == 3 else h
-        return self.policy_head(hidden), self.value_head(hidden).squeeze(-1), (h, c)
+        if self.lstm is not None:
+            steps = hidden if x.dim() == 3 else hidden[:, None]  # (envs, steps, hidden)
+            (h, c), outputs = state, []
+            for t in range(steps.shape[1]):
+                if isinstance(self.lstm, nn.GRUCell):  # a GRU's state is h alone: it keeps (h, c) with c zero
+                    h = self.lstm(steps[:, t], h)
+                else:
+                    h, c = self.lstm(steps[:, t], (h, c))
+                outputs.append(h)
+                if dones is not None:  # the episode ended after step t: the next one starts from zeros
+                    h, c = h * (1 - dones[:, t, None]), c * (1 - dones[:, t, None])
+            hidden, state = (torch.stack(outputs, 1) if x.dim() == 3 else h), (h, c)
+        out = self.policy_head(hidden)
+        if self.bounded:
+            out = self.action_mid + self.action_half * torch.tanh(out)
+        return out, self.value_head(hidden).squeeze(-1), state
 
     def sample(self, out: torch.Tensor) -> torch.Tensor:
         if self.log_std is not None:
@@ -306,9 +313,8 @@ def collect_rollout(envs, agent, storage, next_obs, state, args, *, obs_rms, rew
 
 
 def make_storage(num_steps: int, num_envs: int, obs_dim: int, action_space) -> dict:
-    """Rollout arrays, allocated once: the shapes are the documentation. They are numpy because the rollout
-    writes a few numbers per env step, which numpy does several times faster than torch does on tensors this
-    small; the update views them as tensors once per rollout."""
+    """Rollout arrays, allocated once, in numpy: the rollout writes a few numbers per env step, which numpy does several
+    times faster than torch on tensors this small (the update views them as tensors once per rollout)."""
     box = isinstance(action_space, gym.spaces.Box)
     return dict(
         obs=np.zeros((num_steps, num_envs, obs_dim), np.float32),
@@ -401,9 +407,8 @@ def evaluate_checkpoint(args: Args) -> dict:
     obs_rms = RunningMeanStd.from_state(ckpt["obs_rms"])
     run_dir, name = os.path.dirname(args.eval_checkpoint), f"checkpoint-step{ckpt['global_step']}"
     videos = video_paths(run_dir, name, args.capture_video, args.gif)
-    stats = evaluate(
-        agent, args, obs_rms, episodes=args.eval_episodes, seed=args.seed + 10_000, device=device, videos=videos
-    )
+    stats = evaluate(agent, args, obs_rms, episodes=args.eval_episodes, seed=args.seed + 10_000, device=device,
+                     videos=videos)  # fmt: skip
     episodes = f"{args.eval_episodes} episode{'s' if args.eval_episodes > 1 else ''}"
     report(f"{args.eval_checkpoint} ({args.env_id}, step {ckpt['global_step']:,}), {episodes} (greedy actions):", stats)
     return stats
@@ -456,9 +461,8 @@ def train(args: Args) -> dict:
             batch = {key: torch.as_tensor(array, device=device) for key, array in storage.items()}  # CPU: no copy
             with torch.inference_mode(), autocast():
                 next_value = agent(torch.as_tensor(obs, device=device), lstm_state)[1].float()
-            advantages, returns = compute_gae(
-                batch["rewards"], batch["values"], batch["dones"], next_value, args.gamma, args.gae_lambda
-            )
+            advantages, returns = compute_gae(batch["rewards"], batch["values"], batch["dones"], next_value,
+                                              args.gamma, args.gae_lambda)  # fmt: skip
             b_obs, b_actions, b_advantages, b_returns, b_dones = update_rows(batch, advantages, returns, args.lstm)
             # One mini-batch is the whole rollout, in any order: no need to shuffle and gather it.
             minibatches = [slice(None)]

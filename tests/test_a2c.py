@@ -421,6 +421,19 @@ def test_gaussian_logprob_and_entropy_by_hand_and_against_torch():
     torch.testing.assert_close(entropy, normal.entropy().sum(-1))
 
 
+def test_a_gaussian_mean_stays_inside_the_action_bounds():
+    """mid + half * tanh(head): a head of 0 gives the middle of the bounds, one of +-50 the bounds, never beyond them
+    (where every sample would clip to the same action); an unbounded Box keeps the head's output as its mean."""
+    agent = a2c.Agent(3, gym.spaces.Box(np.array([0.0, -1.0]), np.array([2.0, 3.0])), a2c.Args(hidden_size=8))
+    for head, mean in [([0.0, 0.0], [1.0, 1.0]), ([50.0, -50.0], [2.0, -1.0]), ([0.5, -0.5], [1.4621, 0.0757])]:
+        constant_head(agent, head)  # tanh(0.5) = 0.4621: 1 + 1 x 0.4621 and 1 - 2 x 0.4621
+        torch.testing.assert_close(agent(torch.randn(4, 3))[0], torch.tensor([mean] * 4), atol=1e-4, rtol=0)
+    unbounded = a2c.Agent(3, gym.spaces.Box(-np.inf, np.inf, (2,)), a2c.Args(hidden_size=8))
+    constant_head(unbounded, [50.0, -50.0])
+    assert unbounded(torch.zeros(1, 3))[0].tolist() == [[50.0, -50.0]]
+    assert "action_mid" not in agent.state_dict()  # checkpoints hold weights only: the bounds come from the env
+
+
 def test_multidiscrete_logprob_and_entropy_are_sums_over_dimensions():
     agent = a2c.Agent(3, gym.spaces.MultiDiscrete([3, 2, 4]), a2c.Args(hidden_size=8))
     constant_head(agent, [0.0, 1.0, 2.0, 0.5, -0.5, 0.0, 0.0, 1.0, -1.0])  # 3 + 2 + 4 logits
@@ -507,12 +520,12 @@ def test_dict_observations_and_multidiscrete_actions_learn_as_plain_cartpole(tmp
 
 def test_pendulum_beats_the_random_policy(tmp_path, monkeypatch):
     """Box actions learn: Pendulum-v1 at its defaults, 300k steps instead of 1M (the rate anneals 3x faster),
-    ends 300+ above a uniform-random policy (-1201 over 50 episodes). Measured, seeds 1 / 2 / 3: -465 / -295 / -265
+    ends 700+ above a uniform-random policy (-1201 over 50 episodes). Measured, seeds 1 / 2 / 3: -186 / -200 / -180
     (10 deterministic episodes); the 1M-step runs are in docs/a2c.md."""
     monkeypatch.chdir(tmp_path)
     args = a2c.args_for(env_id="Pendulum-v1", seed=1, total_timesteps=300_000, checkpoint_freq=0)
     result = a2c.train(args)
-    assert result["eval_history"][-1][1] >= -1201 + 300, result["eval_history"]
+    assert result["eval_history"][-1][1] >= -1201 + 700, result["eval_history"]
 
 
 def test_discrete_observations_are_one_hot():
