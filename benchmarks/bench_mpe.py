@@ -1,7 +1,7 @@
 """ppo_puffer_async.py on PettingZoo's MPE tasks (mpe2), against uniform-random play: per-agent episode returns, per
 kind of agent where a task has several (a kind: the agents' name without its trailing _N).
 
-    python benchmarks/bench_mpe.py --random-play               # every mpe2 task, 1,000 episodes of random play
+    python benchmarks/bench_mpe.py --random-play               # every mpe2 task, 10,000 episodes of random play
     python benchmarks/bench_mpe.py --envs mpe2.simple_tag_v3 --seeds 1 2 3
     python benchmarks/bench_mpe.py --envs mpe2.simple_v3 --seeds 1 --total-timesteps 500000
 
@@ -10,7 +10,7 @@ Random play: every agent acts uniformly at random in its own action space, on th
 agents: the agents of a kind share their episode, and in most of these tasks their reward (tag's three adversaries
 score the same), so they are not independent samples. Training: the script at its defaults (those
 of every PettingZoo env: 2 env worker processes), with --total-timesteps where TOTALS sets one (a task whose default
-run would pass 10 minutes on 2 cores), one run at a time; then --eval-checkpoint with 1,000 episodes (sampled actions,
+run would pass 10 minutes on 2 cores), one run at a time; then --eval-checkpoint with 4,000 episodes (sampled actions,
 as in training) and, for tasks of two or more teams, --eval-opponents random (each team against random teams). A
 finished run's result is kept under --out, so rerunning only runs what is missing.
 """
@@ -47,8 +47,9 @@ TOTALS = {
 
 
 # Random play's episodes, and a trained run's evaluation episodes (in a game of two teams, each team plays its policy in
-# half of them): at 100, the standard error of tag's adversaries (~2 per agent) was as large as their lead
-RANDOM_EPISODES = EVAL_EPISODES = 1_000
+# half of them). A per-agent return's spread is ~10 in world_comm and tag, so 1,000 episodes of each left a standard
+# error of ~0.5 on a lead of ~1 (world_comm's lead adversary scored 3.68 and 2.95 in random play on two seed bases)
+RANDOM_EPISODES, EVAL_EPISODES = 10_000, 4_000
 
 
 def random_play(env_id: str, episodes: int, seed: int = 10_000, keep=None) -> dict:
