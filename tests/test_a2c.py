@@ -424,7 +424,9 @@ def test_gaussian_logprob_and_entropy_by_hand_and_against_torch():
 def test_a_gaussian_mean_stays_inside_the_action_bounds():
     """mid + half * tanh(head): a head of 0 gives the middle of the bounds, one of +-50 the bounds, never beyond them
     (where every sample would clip to the same action); an unbounded Box keeps the head's output as its mean."""
-    agent = a2c.Agent(3, gym.spaces.Box(np.array([0.0, -1.0]), np.array([2.0, 3.0])), a2c.Args(hidden_size=8))
+    agent = a2c.Agent(
+        3, gym.spaces.Box(np.array([0.0, -1.0], np.float32), np.array([2.0, 3.0], np.float32)), a2c.Args(hidden_size=8)
+    )
     for head, mean in [([0.0, 0.0], [1.0, 1.0]), ([50.0, -50.0], [2.0, -1.0]), ([0.5, -0.5], [1.4621, 0.0757])]:
         constant_head(agent, head)  # tanh(0.5) = 0.4621: 1 + 1 x 0.4621 and 1 - 2 x 0.4621
         torch.testing.assert_close(agent(torch.randn(4, 3))[0], torch.tensor([mean] * 4), atol=1e-4, rtol=0)
