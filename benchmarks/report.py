@@ -68,7 +68,8 @@ def stamp_line(result: dict) -> str:
         named = {commit: "the other rows" if commit == most else ", ".join(tasks[commit]) for commit in tasks}
         for commit in tasks:  # kept runs evaluated again (more episodes) on a later commit
             again = sorted({run.get("evaluated_on") for run in result["runs"] if run["commit"] == commit} - {None})
-            named[commit] += "".join(f"; evaluated again on commit {later}" for later in again)
+            if again:
+                named[commit] += f"; evaluated again on commit{'s' * (len(again) > 1)} {' and '.join(again)}"
         runs = ", ".join(f"commit {commit}, {date} ({named[commit]})" for commit, date in kept["runs_on"].items())
         since = (f" ({kept['here']}); the runs: {runs}, whose code path's fixed-seed runs "
                  f"(`scripts/fixed_seed_runs.py`: {', '.join(kept['cases'])}) are bit-identical on commit "
