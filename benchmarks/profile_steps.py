@@ -10,7 +10,9 @@ gradient clipping as torch's multi-tensor kernels instead of its per-tensor loop
 --compile runs the update's forward pass and loss under torch.compile (docs/benchmarks.md).
 
 The script's own functions are wrapped with a clock (each call costs ~1 us more, so the shares are a little off for
-the cheapest parts); everything else a step does is "other". One torch thread; evaluation is turned off.
+the cheapest parts); everything else a step does is "other". The training loop runs from the first rollout to the
+closing of the envs: the update is the loop's time outside the rollouts, and start-up (imports, building the envs)
+and the end (the last checkpoint) are left out of the table and given below it. One torch thread; evaluation is off.
 """
 
 import importlib
@@ -28,7 +30,7 @@ import results
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-CLOCKS, IN_ROLLOUT = defaultdict(float), [False]
+CLOCKS, IN_ROLLOUT, MARKS = defaultdict(float), [False], {}
 
 
 def clocked(name, fn, rollout_only=False):
@@ -42,6 +44,16 @@ def clocked(name, fn, rollout_only=False):
         finally:
             CLOCKS[name] += time.perf_counter() - start
             IN_ROLLOUT[0] &= name != "rollout"
+
+    return wrapper
+
+
+def marked(name, fn):
+    """fn, noting when it is first called: the training loop's first rollout, or the closing of the envs."""
+
+    def wrapper(*args, **kwargs):
+        MARKS.setdefault(name, time.perf_counter())
+        return fn(*args, **kwargs)
 
     return wrapper
 
@@ -105,14 +117,15 @@ def main():
         for name in ("store_steps", "finish_steps"):
             setattr(module.Experience, name, clocked("storage", getattr(module.Experience, name)))
         module.EpisodeStats.update = clocked("storage", module.EpisodeStats.update)
-        module.rollout = clocked("rollout", module.rollout)
+        module.rollout = marked("loop", clocked("rollout", module.rollout))
     else:
         from common import gym_envs
 
         gym_envs.SameStepVectorEnv.step = clocked("env + vector layer", gym_envs.SameStepVectorEnv.step)
         module.Agent.forward = clocked("forward", module.Agent.forward, rollout_only=True)
         module.Agent.sample = clocked("sample", module.Agent.sample)
-        module.collect_rollout = clocked("rollout", module.collect_rollout)
+        module.collect_rollout = marked("loop", clocked("rollout", module.collect_rollout))
+    module.run.close = marked("end", module.run.close)  # the loop is over: the envs and the writer are closed
     args = module.run.parse_args(module.Args, script, [*argv, "--eval-freq", "0", "--torch-threads", "1"],
                                  module.args_for)  # fmt: skip
     module.evaluate = lambda *a, **k: {"return": torch.zeros(1).numpy(), "length": torch.zeros(1).numpy()}
@@ -123,7 +136,7 @@ def main():
         result = module.train(args)
         total = time.perf_counter() - start
         os.chdir(here)
-    steps = result["global_step"]
+    steps, loop = result["global_step"], MARKS["end"] - MARKS["loop"]
     parts = {
         "env": CLOCKS["env"],
         "vector layer": CLOCKS["env + vector layer"] - CLOCKS["env"],
@@ -132,15 +145,16 @@ def main():
         "storage": CLOCKS["storage"],
     }
     parts["rollout, other"] = CLOCKS["rollout"] - sum(parts.values())
-    parts["update"] = total - CLOCKS["rollout"]
+    parts["update"] = loop - CLOCKS["rollout"]
     about = (
-        f"{script}.py {' '.join(argv)}: {steps:,} agent steps in {total:.1f} s ({steps / total:,.0f} SPS, start-up in)"
+        f"{script}.py {' '.join(argv)}: {steps:,} agent steps in a training loop of {loop:.1f} s ({steps / loop:,.0f} "
+        f"SPS); start-up and the end took {total - loop:.1f} s more"
     )
-    rows = [[name, f"{seconds / steps * 1e6:.1f}", f"{seconds / total:.0%}"] for name, seconds in parts.items()]
+    rows = [[name, f"{seconds / steps * 1e6:.1f}", f"{seconds / loop:.0%}"] for name, seconds in parts.items()]
     table = dict(columns=["part", "us per agent step", "share"], rows=rows, notes=[about])
     print(f"{about}\n{results.markdown(table['columns'], rows)}")
     if save:
-        results.save(save, total / 60, table=table, runs=[dict(seconds=total, steps=steps, sps=steps / total)])
+        results.save(save, total / 60, table=table, runs=[dict(seconds=loop, steps=steps, sps=steps / loop)])
 
 
 if __name__ == "__main__":
