@@ -1,0 +1,146 @@
+"""The speed tricks the scripts keep, each timed against the plain form it replaces, on the script's default run: a
+trick (code less plain than the obvious form) stays only where it pays at least 10% there. Each case runs a script's
+default flags for a short budget, as bench_defaults.py does (evaluation cut to one episode, checkpoints off), in a
+fresh process each time, with the trick and with the plain form alternating, --runs times each; the ratio is the
+median of the pairs' ratios (each run with the trick over the plain run just after it), as in bench_defaults.py.
+
+    python benchmarks/bench_tricks.py                                  # ~15 min on 2 cores
+    python benchmarks/bench_tricks.py --cases gumbel-max --runs 9
+    python benchmarks/bench_tricks.py --run gumbel-max --plain         # one run, the plain form (used by the above)
+
+The tricks and their plain forms:
+- gumbel-max: a2c_cartpole.py draws a categorical as argmax(logits + Gumbel noise); plain: Categorical(logits).sample()
+- same-step-vector-env: common/gym_envs.SameStepVectorEnv steps a2c_cartpole.py's envs; plain: Gymnasium's own
+  RecordEpisodeStatistics(SyncVectorEnv(..., autoreset_mode=SAME_STEP)), which returns the same (tests/test_envs.py)
+- np-take: common/tetris.py gathers table rows with np.take(x, rows, axis=0); plain: x[rows] (ppo_tetris.py's default
+  run and ppo_puffer_async.py's, both on our Tetris)
+"""
+
+import argparse
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+import results  # noqa: E402
+
+QUIET = ["--checkpoint-freq", "0", "--eval-episodes", "1"]
+# case: (script, its flags: the default run for about 10-20 s of training)
+CASES = {
+    "gumbel-max": ("a2c_cartpole", ["--total-timesteps", "100000"]),
+    "same-step-vector-env": ("a2c_cartpole", ["--total-timesteps", "100000"]),
+    "np-take-ppo_tetris": ("ppo_tetris", ["--total-timesteps", "393216"]),
+    "np-take-ppo_puffer_async": ("ppo_puffer_async", ["--total-timesteps", "983040"]),
+}  # fmt: skip
+
+
+def plain_sampling():
+    """a2c_cartpole.py's categoricals sampled by torch.distributions.Categorical (its Gaussian as it is)."""
+    import torch
+    from torch.distributions import Categorical
+
+    import a2c_cartpole
+
+    gaussian = a2c_cartpole.Agent.sample
+
+    def sample(self, out):
+        if self.log_std is not None:
+            return gaussian(self, out)
+        draws = [Categorical(logits=chunk).sample() for chunk in out.split(self.nvec, dim=-1)]
+        return draws[0] if len(draws) == 1 else torch.stack(draws, dim=-1)
+
+    a2c_cartpole.Agent.sample = sample
+
+
+def plain_vector_env():
+    """Gymnasium's own vector env and episode statistics, resetting in the same step, wherever common/gym_envs.py
+    builds its SameStepVectorEnv."""
+    import gymnasium as gym
+
+    from common import gym_envs
+
+    def sync_vector_env(env_fns):
+        envs = gym.vector.SyncVectorEnv(env_fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        wrapped = gym.wrappers.vector.RecordEpisodeStatistics(envs)
+        wrapped.envs = envs.envs  # the evaluation reads envs.envs[0] (its frame rate), which the wrapper hides
+        return wrapped
+
+    gym_envs.SameStepVectorEnv = sync_vector_env
+
+
+def plain_gathers():
+    """common/tetris.py's row gathers as x[rows] (bench_tetris_env.py's --fancy-indexing)."""
+    from bench_tetris_env import FancyIndexingNumpy
+
+    from common import tetris
+
+    tetris.np = FancyIndexingNumpy()
+
+
+PLAIN = {"gumbel-max": plain_sampling, "same-step-vector-env": plain_vector_env,
+         "np-take-ppo_tetris": plain_gathers, "np-take-ppo_puffer_async": plain_gathers}  # fmt: skip
+
+
+def one_run(case: str, plain: bool) -> None:
+    """Runs the case's script in this process, its trick replaced by the plain form if `plain`."""
+    script, flags = CASES[case]
+    if plain:
+        PLAIN[case]()
+    module = __import__(script)
+    module.main([*flags, *QUIET])
+
+
+def sps(case: str, plain: bool, out: Path) -> float:
+    """The training SPS a run prints on its last line."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--run", case, *(["--plain"] if plain else [])]
+    done = subprocess.run(command, cwd=out, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
+    return float(re.findall(r"SPS:?\s+([\d,]+)", done.stdout)[-1].replace(",", ""))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--out", default="bench_results/tricks")
+    parser.add_argument("--run", choices=list(CASES), help="one run of this case (what the timed processes do)")
+    parser.add_argument("--plain", action="store_true", help="with --run: the plain form instead of the trick")
+    opts = parser.parse_args()
+    if opts.run:
+        return one_run(opts.run, opts.plain)
+    start, rows, runs = time.time(), [], []
+    for case in opts.cases:
+        out = Path(opts.out) / case
+        out.mkdir(parents=True, exist_ok=True)
+        trick, plain = [], []
+        for _ in range(opts.runs):
+            trick.append(sps(case, False, out))
+            plain.append(sps(case, True, out))
+        script, flags = CASES[case]
+        ratio = statistics.median(fast / slow for fast, slow in zip(trick, plain))  # paired: drift cancels
+        runs.append(dict(case=case, trick=trick, plain=plain))
+        rows.append([case, f"`{script}.py {' '.join(flags)}`", f"{statistics.median(trick):,.0f}",
+                     f"{statistics.median(plain):,.0f}", f"{ratio:.3f}x"])  # fmt: skip
+        print(f"| {' | '.join(rows[-1])} |", flush=True)
+    columns = [
+        "trick",
+        "run",
+        "training SPS with it (median)",
+        "with the plain form (median)",
+        "ratio (median of pairs)",
+    ]
+    print(results.markdown(columns, rows))
+    if opts.cases == list(CASES) and opts.runs == 5:
+        notes = [f"{opts.runs} runs of each form, alternating, each in a fresh process; each figure the median of the "
+                 "training SPS the script prints; the ratio the median of the pairs' ratios."]  # fmt: skip
+        results.save("tricks", (time.time() - start) / 60, table=dict(columns=columns, rows=rows, notes=notes),
+                     runs=runs)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
