@@ -11,7 +11,8 @@ median of the pairs' ratios (each run with the trick over the plain run just aft
 The tricks and their plain forms:
 - gumbel-max: a2c_cartpole.py draws a categorical as argmax(logits + Gumbel noise); plain: Categorical(logits).sample()
 - same-step-vector-env: common/gym_envs.SameStepVectorEnv steps a2c_cartpole.py's envs; plain: Gymnasium's own
-  RecordEpisodeStatistics(SyncVectorEnv(..., autoreset_mode=SAME_STEP)), which returns the same (tests/test_envs.py)
+  RecordEpisodeStatistics(SyncVectorEnv(..., autoreset_mode=SAME_STEP)), which returns the same (tests/test_envs.py);
+  also at SB3's A2C settings (8 envs x 5 steps), where the env is a larger share of a step (bench_a2c_vs_sb3.py)
 - np-take: common/tetris.py gathers table rows with np.take(x, rows, axis=0); plain: x[rows] (ppo_tetris.py's default
   run and ppo_puffer_async.py's, both on our Tetris)
 """
@@ -29,10 +30,12 @@ sys.path.insert(0, str(ROOT))
 import results  # noqa: E402
 
 QUIET = ["--checkpoint-freq", "0", "--eval-episodes", "1"]
-# case: (script, its flags: the default run for about 10-20 s of training)
+# case: (script, its flags: the default run for about 10-20 s of training, or as its name says)
 CASES = {
     "gumbel-max": ("a2c_cartpole", ["--total-timesteps", "100000"]),
     "same-step-vector-env": ("a2c_cartpole", ["--total-timesteps", "100000"]),
+    "same-step-vector-env-sb3": ("a2c_cartpole", ["--num-envs", "8", "--num-steps", "5", "--learning-rate", "7e-4",
+                                                  "--no-norm-obs", "--no-anneal-lr", "--total-timesteps", "100000"]),
     "np-take-ppo_tetris": ("ppo_tetris", ["--total-timesteps", "393216"]),
     "np-take-ppo_puffer_async": ("ppo_puffer_async", ["--total-timesteps", "983040"]),
 }  # fmt: skip
@@ -82,7 +85,8 @@ def plain_gathers():
 
 
 PLAIN = {"gumbel-max": plain_sampling, "same-step-vector-env": plain_vector_env,
-         "np-take-ppo_tetris": plain_gathers, "np-take-ppo_puffer_async": plain_gathers}  # fmt: skip
+         "same-step-vector-env-sb3": plain_vector_env, "np-take-ppo_tetris": plain_gathers,
+         "np-take-ppo_puffer_async": plain_gathers}  # fmt: skip
 
 
 def one_run(case: str, plain: bool) -> None:
