@@ -485,8 +485,9 @@ class Tetris(pufferlib.PufferEnv):
         """Flat observation indices of the falling pieces' cells, (len(envs), 4)."""
         corner = self.obs_row_start[envs] + self.piece_row[envs] * self.n_cols + self.piece_col[envs]
         # np.take(table, rows, axis=0), not table[rows]: numpy's fancy indexing gathers a 2-D array's rows several times
-        # slower; with those in _lock, _advance_deck, _write_deck: 1.12-1.19x the steps/s at N=4096 (bench_tetris_env.py
-        # --fancy-indexing times both forms)
+        # slower; with those in _lock, _advance_deck, _write_deck: 1.11-1.19x the steps/s at N=4096 (bench_tetris_env.py
+        # --fancy-indexing times both forms); a Tetris script's default run, where the env is a small share of a step,
+        # 0.98-1.02x (bench_tricks.py): it is kept for the env's own speed, which the comparison with Ocean's measures
         return corner[:, None] + np.take(self.cell_offsets, self.deck[envs, 0] * 4 + self.piece_rot[envs], axis=0)
 
     def _draw_pieces(self, envs):
