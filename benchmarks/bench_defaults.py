@@ -36,8 +36,12 @@ CASES = {
 
 
 def sps(checkout: Path, script: str, flags: list, out: Path) -> float:
-    """The training SPS a run prints on its last line."""
-    command = [sys.executable, str(checkout / script), *flags, *QUIET]
+    """The training SPS a run of `script` in `checkout` prints, evaluation and checkpoints cut (QUIET)."""
+    return printed_sps([sys.executable, str(checkout / script), *flags, *QUIET], out)
+
+
+def printed_sps(command: list, out: Path) -> float:
+    """The training SPS a command prints on its last line, run in `out`; a failed run stops the bench with its error."""
     done = subprocess.run(command, cwd=out, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")

@@ -18,27 +18,27 @@ The tricks and their plain forms:
 """
 
 import argparse
-import re
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench_defaults import CASES as DEFAULTS  # noqa: E402
+from bench_defaults import QUIET, printed_sps  # noqa: E402
+
 import results  # noqa: E402
 
-QUIET = ["--checkpoint-freq", "0", "--eval-episodes", "1"]
-# case: (script, its flags: the default run for about 10-20 s of training, or as its name says)
+SB3_SETTINGS = ["--num-envs", "8", "--num-steps", "5", "--learning-rate", "7e-4", "--no-norm-obs", "--no-anneal-lr"]
+# case: (script, its flags: bench_defaults.py's default run of it, or as the case's name says)
 CASES = {
-    "gumbel-max": ("a2c_cartpole", ["--total-timesteps", "100000"]),
-    "same-step-vector-env": ("a2c_cartpole", ["--total-timesteps", "100000"]),
-    "same-step-vector-env-sb3": ("a2c_cartpole", ["--num-envs", "8", "--num-steps", "5", "--learning-rate", "7e-4",
-                                                  "--no-norm-obs", "--no-anneal-lr", "--total-timesteps", "100000"]),
-    "np-take-ppo_tetris": ("ppo_tetris", ["--total-timesteps", "393216"]),
-    "np-take-ppo_puffer_async": ("ppo_puffer_async", ["--total-timesteps", "983040"]),
-}  # fmt: skip
+    "gumbel-max": DEFAULTS["cartpole-a2c"],
+    "same-step-vector-env": DEFAULTS["cartpole-a2c"],
+    "same-step-vector-env-sb3": ("a2c_cartpole.py", SB3_SETTINGS + ["--total-timesteps", "100000"]),
+    "np-take-ppo_tetris": DEFAULTS["tetris-ppo_tetris"],
+    "np-take-ppo_puffer_async": DEFAULTS["tetris-ppo_puffer_async"],
+}
 
 
 def plain_sampling():
@@ -94,17 +94,14 @@ def one_run(case: str, plain: bool) -> None:
     script, flags = CASES[case]
     if plain:
         PLAIN[case]()
-    module = __import__(script)
+    module = __import__(script.removesuffix(".py"))
     module.main([*flags, *QUIET])
 
 
 def sps(case: str, plain: bool, out: Path) -> float:
-    """The training SPS a run prints on its last line."""
+    """The training SPS of one run of the case (this file with --run), with the trick or the plain form."""
     command = [sys.executable, str(Path(__file__).resolve()), "--run", case, *(["--plain"] if plain else [])]
-    done = subprocess.run(command, cwd=out, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
-    return float(re.findall(r"SPS:?\s+([\d,]+)", done.stdout)[-1].replace(",", ""))
+    return printed_sps(command, out)
 
 
 def main():
@@ -128,7 +125,7 @@ def main():
         script, flags = CASES[case]
         ratio = statistics.median(fast / slow for fast, slow in zip(trick, plain))  # paired: drift cancels
         runs.append(dict(case=case, trick=trick, plain=plain))
-        rows.append([case, f"`{script}.py {' '.join(flags)}`", f"{statistics.median(trick):,.0f}",
+        rows.append([case, f"`{script} {' '.join(flags)}`", f"{statistics.median(trick):,.0f}",
                      f"{statistics.median(plain):,.0f}", f"{ratio:.3f}x"])  # fmt: skip
         print(f"| {' | '.join(rows[-1])} |", flush=True)
     columns = [
