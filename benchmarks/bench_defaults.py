@@ -67,7 +67,7 @@ def main():
         for _ in range(opts.runs):
             ours.append(sps(ROOT, script, flags, out))
             theirs.append(sps(baseline, script, flags, out))
-        ratio = statistics.median(mine / base for mine, base in zip(ours, theirs))  # paired: drift cancels
+        ratio = statistics.median(mine / base for mine, base in zip(ours, theirs))  # paired: drift mostly cancels
         runs.append(dict(case=case, ours=ours, baseline=theirs))
         rows.append([case, f"`{script} {' '.join(flags)}`", f"{statistics.median(ours):,.0f}",
                      f"{statistics.median(theirs):,.0f}", f"{ratio:.3f}x"])  # fmt: skip

@@ -4,7 +4,7 @@ default flags for a short budget, as bench_defaults.py does (evaluation cut to o
 fresh process each time, with the trick and with the plain form alternating, --runs times each; the ratio is the
 median of the pairs' ratios (each run with the trick over the plain run just after it), as in bench_defaults.py.
 
-    python benchmarks/bench_tricks.py                                  # ~15 min on 2 cores
+    python benchmarks/bench_tricks.py                                  # ~10 min on 2 cores
     python benchmarks/bench_tricks.py --cases gumbel-max --runs 9
     python benchmarks/bench_tricks.py --run gumbel-max --plain         # one run, the plain form (used by the above)
 
@@ -123,7 +123,7 @@ def main():
             trick.append(sps(case, False, out))
             plain.append(sps(case, True, out))
         script, flags = CASES[case]
-        ratio = statistics.median(fast / slow for fast, slow in zip(trick, plain))  # paired: drift cancels
+        ratio = statistics.median(fast / slow for fast, slow in zip(trick, plain))  # paired: drift mostly cancels
         runs.append(dict(case=case, trick=trick, plain=plain))
         rows.append([case, f"`{script} {' '.join(flags)}`", f"{statistics.median(trick):,.0f}",
                      f"{statistics.median(plain):,.0f}", f"{ratio:.3f}x"])  # fmt: skip
