@@ -9,7 +9,7 @@ the changes together, are also timed as whole training runs of the script with t
 (the script has no switch for it), alternating with the script as it is, --runs pairs in fresh processes; the ratio
 is the median of the pairs' ratios, as in bench_tricks.py. torch.compile, LeanRL's largest change: bench_compile.py.
 
-    python benchmarks/bench_leanrl.py                        # ~14 min on 2 cores; docs/benchmarks.md's table
+    python benchmarks/bench_leanrl.py                        # ~11 min on 2 cores; docs/benchmarks.md's table
     python benchmarks/bench_leanrl.py --runs 0               # the per-call figures only (~1 min)
     python benchmarks/bench_leanrl.py --run all --leanrl     # one run with every change (used by the above)
 """

@@ -40,7 +40,7 @@ BENCHES = {
                             "--num-envs 1 --horizon 64 --batch-size 2048 --num-minibatches 32 --update-epochs 10 "
                             "--hidden-size 64 --total-timesteps 102400 --save profile-ppo-cleanrl", 2),
     "compile": ("python benchmarks/bench_compile.py", 2),
-    "leanrl": ("python benchmarks/bench_leanrl.py", 14),
+    "leanrl": ("python benchmarks/bench_leanrl.py", 11),
     "tricks": ("python benchmarks/bench_tricks.py", 10),
     "profile-a2c-sb3": ("python benchmarks/profile_steps.py a2c_cartpole.py --num-envs 8 --num-steps 5 "
                         "--learning-rate 7e-4 --no-norm-obs --no-anneal-lr --total-timesteps 200000 "
