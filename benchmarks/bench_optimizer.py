@@ -9,7 +9,7 @@ fused Adam swapped in by this file (the scripts have no switch for it), alternat
 pairs in fresh processes; the ratio is the median of the pairs' ratios, as in bench_leanrl.py. The CleanRL case runs
 on one core; the defaults as bench_defaults.py runs them (the machine to themselves).
 
-    python benchmarks/bench_optimizer.py                     # ~20 min on 2 cores; docs/benchmarks.md's table
+    python benchmarks/bench_optimizer.py                     # ~15 min on 2 cores; docs/benchmarks.md's table
     python benchmarks/bench_optimizer.py --runs 0            # the per-call figures only (~1 min)
     python benchmarks/bench_optimizer.py --run cleanrl --fused   # one run with the fused Adam (used by the above)
 """
