@@ -48,6 +48,17 @@ def printed_sps(command: list, out: Path) -> float:
     return float(re.findall(r"SPS:?\s+([\d,]+)", done.stdout)[-1].replace(",", ""))
 
 
+def paired_sps(command: list, flag: str, runs: int, out: Path) -> tuple:
+    """`runs` pairs of `command` as it is and with `flag` added, alternating in fresh processes, run in `out`: (the
+    SPS without it, with it, the median of the pairs' ratios: a pair runs at one time, so the drift mostly cancels)."""
+    out.mkdir(parents=True, exist_ok=True)
+    plain, changed = [], []
+    for _ in range(runs):
+        plain.append(printed_sps(command, out))
+        changed.append(printed_sps([*command, flag], out))
+    return plain, changed, statistics.median(fast / slow for fast, slow in zip(changed, plain))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--baseline", required=True, help="another checkout of this repository (git worktree add)")

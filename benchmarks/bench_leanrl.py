@@ -30,7 +30,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench_compile import ppo_case, time_calls  # noqa: E402
-from bench_defaults import QUIET, printed_sps  # noqa: E402
+from bench_defaults import QUIET, paired_sps  # noqa: E402
 from bench_mujoco import MATCHED  # noqa: E402
 
 import ppo_puffer_async  # noqa: E402
@@ -165,14 +165,8 @@ def main():
     print(results.markdown(columns, rows))
     runs, whole = [], []
     for case in CASES if opts.runs else ():
-        out = Path(opts.out) / case
-        out.mkdir(parents=True, exist_ok=True)
-        ours, leanrl = [], []
-        for _ in range(opts.runs):
-            command = [sys.executable, str(Path(__file__).resolve()), "--run", case]
-            ours.append(printed_sps(command, out))
-            leanrl.append(printed_sps([*command, "--leanrl"], out))
-        ratio = statistics.median(fast / slow for fast, slow in zip(leanrl, ours))  # paired: drift mostly cancels
+        command = [sys.executable, str(Path(__file__).resolve()), "--run", case]
+        ours, leanrl, ratio = paired_sps(command, "--leanrl", opts.runs, Path(opts.out) / case)
         runs.append(dict(case=case, changes=CASES[case], ours=ours, leanrl=leanrl))
         whole.append(f"{' + '.join(CASES[case])}: {statistics.median(leanrl):,.0f} against "
                      f"{statistics.median(ours):,.0f} training SPS, **{ratio:.3f}x**")  # fmt: skip

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench_compile import ppo_case, time_calls  # noqa: E402
 from bench_defaults import CASES as DEFAULTS  # noqa: E402
-from bench_defaults import QUIET, printed_sps  # noqa: E402
+from bench_defaults import QUIET, paired_sps  # noqa: E402
 from bench_leanrl import RUN  # noqa: E402
 
 import results  # noqa: E402
@@ -112,14 +112,8 @@ def main():
     for case in CASES if opts.runs else ():
         script, _, pinned = CASES[case]
         os.sched_setaffinity(0, {opts.core} if pinned else everywhere)  # the timed processes inherit it
-        out = Path(opts.out) / case
-        out.mkdir(parents=True, exist_ok=True)
-        ours, fused = [], []
-        for _ in range(opts.runs):
-            command = [sys.executable, str(Path(__file__).resolve()), "--run", case]
-            ours.append(printed_sps(command, out))
-            fused.append(printed_sps([*command, "--fused"], out))
-        ratio = statistics.median(fast / slow for fast, slow in zip(fused, ours))  # paired: drift mostly cancels
+        command = [sys.executable, str(Path(__file__).resolve()), "--run", case]
+        ours, fused, ratio = paired_sps(command, "--fused", opts.runs, Path(opts.out) / case)
         runs.append(dict(case=case, ours=ours, fused=fused))
         whole.append(f"{case} ({script}): {statistics.median(fused):,.0f} against {statistics.median(ours):,.0f} "
                      f"training SPS, **{ratio:.3f}x**")  # fmt: skip
