@@ -17,10 +17,15 @@ class RunningMeanStd:
 
     def update(self, batch: np.ndarray) -> None:
         batch = batch.reshape(-1, *self.mean.shape)
-        delta = batch.mean(0) - self.mean
-        total = self.count + len(batch)
-        self.mean = self.mean + delta * len(batch) / total
-        m2 = self.var * self.count + batch.var(0) * len(batch) + delta**2 * self.count * len(batch) / total
+        n = len(batch)
+        # numpy's batch.mean(0) and batch.var(0), bit for bit, without their Python wrappers (~11 us less a step at
+        # CleanRL's HalfCheetah settings, where the observations' and the returns' statistics update every step)
+        batch_mean = batch.sum(0) / n
+        batch_var = ((batch - batch_mean) ** 2).sum(0) / n
+        delta = batch_mean - self.mean
+        total = self.count + n
+        self.mean = self.mean + delta * n / total
+        m2 = self.var * self.count + batch_var * n + delta**2 * self.count * n / total
         self.var, self.count = m2 / total, total
         self.mean, self.var = np.asarray(self.mean), np.asarray(self.var)  # 0-d arrays, not numpy scalars
 

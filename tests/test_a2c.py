@@ -160,6 +160,23 @@ def test_running_mean_std_and_frozen_normalization():
     assert a2c.normalize_obs(np.full((1, 4), 1e6), obs_rms).max() == pytest.approx(10.0)  # clipped
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("shape", [(1, 17), (16, 4), (1,), (8,)])
+def test_running_mean_std_takes_numpys_mean_and_var_bit_for_bit(shape, dtype):
+    """The update sums where numpy's batch.mean(0) / batch.var(0) would be called: the same numbers, bit for bit."""
+    rng = np.random.default_rng(1)
+    obs_rms, reference = a2c.RunningMeanStd(shape[1:]), a2c.RunningMeanStd(shape[1:])
+    for _ in range(30):
+        batch = (rng.normal(3.0, 2.0, shape) * 10).astype(dtype)
+        obs_rms.update(batch)
+        b = batch.reshape(-1, *reference.mean.shape)
+        delta, total = b.mean(0) - reference.mean, reference.count + len(b)
+        m2 = reference.var * reference.count + b.var(0) * len(b) + delta**2 * reference.count * len(b) / total
+        reference.mean, reference.var, reference.count = reference.mean + delta * len(b) / total, m2 / total, total
+        assert np.array_equal(obs_rms.mean, reference.mean) and np.array_equal(obs_rms.var, reference.var)
+    assert obs_rms.count == reference.count
+
+
 def test_loss_gradient_direction():
     """Positive advantage raises the action's log-prob; value loss is the plain MSE."""
     logprobs = torch.tensor([-0.5, -1.0], requires_grad=True)
