@@ -51,11 +51,12 @@ def leanrl_sample(self, out, obs=None):
 
 class TensorLrAdam(torch.optim.Adam):
     """LeanRL's learning rate as a tensor (its schedule copies each new value in, so that a compiled or captured step
-    never sees a new Python float). The script sets a float once per update; the next step copies it in."""
+    never sees a new Python float). The script sets a float once per update; the next step copies it in. On a CPU
+    torch takes a tensor rate only in its loop over the tensors, not with the script's foreach=True."""
 
     def __init__(self, params, lr, **kwargs):
         self.lr = torch.tensor(float(lr))
-        super().__init__(params, lr=self.lr, **kwargs)
+        super().__init__(params, lr=self.lr, **{**kwargs, "foreach": False})
 
     def step(self, closure=None):
         group = self.param_groups[0]
@@ -111,9 +112,9 @@ def per_call() -> list:
 
     scalar = loss_fn(*inputs).detach()
     lrs = {}
-    for name, lr in (("float", 3e-4), ("tensor", torch.tensor(3e-4))):
+    for name, lr in (("float", 3e-4), ("tensor", torch.tensor(3e-4))):  # the script's Adam, and LeanRL's on a CPU
         model = copy.deepcopy(policy)
-        opt = torch.optim.Adam(model.parameters(), lr=lr, eps=1e-5)
+        opt = torch.optim.Adam(model.parameters(), lr=lr, eps=1e-5, foreach=name == "float")
         for p in model.parameters():
             p.grad = torch.randn_like(p) * 1e-3
         lrs[name] = opt.step
@@ -129,7 +130,8 @@ def per_call() -> list:
          act(policy, torch.inference_mode, plain_sample), act(policy, nothing, plain_sample)),
         ("no read of a tensor's value in the update loop", "`if not torch.isfinite(loss)`, once per minibatch",
          "update", lambda: not torch.isfinite(scalar), lambda: None),
-        ("the learning rate as a tensor", "a float (Adam's step)", "update", lrs["float"], lrs["tensor"]),
+        ("the learning rate as a tensor (torch's loop)", "a float (Adam's step, foreach)", "update", lrs["float"],
+         lrs["tensor"]),
     ]  # fmt: skip
     rows = []
     for change, ours, where, plain, leanrl in cases:

@@ -5,9 +5,8 @@ sampling, storage (the rollout's bookkeeping), and the update, per agent step, f
         --batch-size 2048 --num-minibatches 32 --update-epochs 10 --hidden-size 64 --total-timesteps 20480
     python benchmarks/profile_steps.py a2c_cartpole.py --num-envs 8 --num-steps 5 --total-timesteps 100000
 
---save NAME writes benchmarks/results/NAME.json (docs/benchmarks.md's tables); --foreach runs the optimizers and the
-gradient clipping as torch's multi-tensor kernels instead of its per-tensor loops (it did not pay: docs/benchmarks.md);
---compile runs the update's forward pass and loss under torch.compile (docs/benchmarks.md).
+--save NAME writes benchmarks/results/NAME.json (docs/benchmarks.md's tables); --compile runs the update's forward
+pass and loss under torch.compile (docs/benchmarks.md).
 
 The script's own functions are wrapped with a clock (each call costs ~1 us more, so the shares are a little off for
 the cheapest parts); everything else a step does is "other". The training loop runs from the first rollout to the
@@ -72,16 +71,6 @@ def wrap_env_steps(script, module):
     gym.make = make
 
 
-def foreach_optimizers():
-    """--foreach: the optimizers and gradient clipping as multi-tensor kernels (torch's CPU default is a per-tensor
-    loop); the same numbers, bit for bit."""
-    for cls in (torch.optim.Adam, torch.optim.RMSprop):
-        init = cls.__init__
-        cls.__init__ = lambda self, *a, _init=init, **k: _init(self, *a, **{**k, "foreach": True})
-    clip = torch.nn.utils.clip_grad_norm_
-    torch.nn.utils.clip_grad_norm_ = lambda *a, **k: clip(*a, **{**k, "foreach": True})
-
-
 def compile_update(script, module):
     """--compile: torch.compile the update's forward pass and loss (the minibatch step bench_compile.py times) to see
     what it gives a whole run; the acting step stays eager (bench_compile.py: no gain there)."""
@@ -98,9 +87,6 @@ def main():
     script, argv = sys.argv[1].removesuffix(".py"), sys.argv[2:]
     save = argv.pop(argv.index("--save") + 1) if "--save" in argv else None  # a results file's name
     argv = [arg for arg in argv if arg != "--save"]
-    if "--foreach" in argv:
-        argv.remove("--foreach")
-        foreach_optimizers()
     module = importlib.import_module(script)
     if "--compile" in argv:
         argv.remove("--compile")
