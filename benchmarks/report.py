@@ -41,7 +41,7 @@ BENCHES = {
                             "--hidden-size 64 --total-timesteps 102400 --save profile-ppo-cleanrl", 2),
     "compile": ("python benchmarks/bench_compile.py", 2),
     "leanrl": ("python benchmarks/bench_leanrl.py", 11),
-    "optimizer": ("python benchmarks/bench_optimizer.py", 15),
+    "optimizer": ("python benchmarks/bench_optimizer.py", 20),
     "tricks": ("python benchmarks/bench_tricks.py", 10),
     "profile-a2c-sb3": ("python benchmarks/profile_steps.py a2c_cartpole.py --num-envs 8 --num-steps 5 "
                         "--learning-rate 7e-4 --no-norm-obs --no-anneal-lr --total-timesteps 200000 "
