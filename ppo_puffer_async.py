@@ -489,6 +489,11 @@ def rollout(vecenv, policy, experience, episodes, *, gamma, reward_scale, reward
                 carried = take(experience.state, agents_t)
                 state = tuple(x * keep.unsqueeze(-1) for x in carried)
             out, values, next_state = policy.step(obs_t, state)
+            if not torch.isfinite(values).all():  # before sampling, which fails on NaN logits with torch's message
+                raise FloatingPointError(
+                    f"the value of an observation became {values[~torch.isfinite(values)][0].item()} in the rollout: "
+                    "the env returned a non-finite observation, or the weights are no longer finite"
+                )
             actions, logprobs = policy.sample(out, obs_t)
             if policy.lstm is not None:
                 for stored, new in zip(experience.state, next_state):
@@ -551,9 +556,12 @@ def compute_gae(rewards, values, dones, next_value, gamma: float, gae_lambda: fl
     if next_row is not None and (next_row >= 0).any():
         # A row's first advantage depends on its successor's: resolve the chains from their ends, one link per
         # pass (at most rows-per-agent passes), then add each successor's share to every step.
-        linked, successor = next_row >= 0, next_row.clamp(min=0)
+        # A chain visits each row at most once, so it is resolved after at most as many passes as there are rows;
+        # the bound also ends the loop when a NaN (which never equals itself) is in the chain.
+        linked = next_row >= 0
+        successor = next_row.clamp(min=0)
         first = advantages[:, 0].clone()
-        while True:
+        for _ in range(len(next_row)):
             updated = advantages[:, 0] + decays[:, 0] * torch.where(linked, first[successor], 0.0)
             if torch.equal(updated, first):
                 break

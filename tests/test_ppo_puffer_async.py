@@ -283,6 +283,53 @@ def test_row_gae_equals_plain_gae_over_each_agents_whole_trajectory():
     assert not torch.allclose(cut, advantages, atol=1e-3)
 
 
+def test_a_nan_in_chained_rows_ends_the_gae_instead_of_hanging():
+    # Rows 0 -> 2 and 1 -> 3 chain; a NaN never equals itself, so a loop waiting for the chain to settle would never
+    # end. The bounded loop ends, the NaN reaches the advantages (and so the loss and the non-finite stop), and the
+    # chain that holds no NaN is exact.
+    rewards = torch.ones(4, 3)
+    values = torch.zeros(4, 3)
+    values[2, 1] = float("nan")
+    dones = torch.zeros(4, 3)
+    next_value = torch.zeros(4)
+    next_row = torch.tensor([2, 3, -1, -1])
+    advantages, _ = compute_gae(rewards, values, dones, next_value, 0.5, 1.0, next_row=next_row)
+    assert torch.isnan(advantages[0]).all() and torch.isnan(advantages[2, :2]).all()
+    # agent 2's trajectory (rows 1 then 3): six rewards of 1 at gamma 0.5 from step 0 is 2 * (1 - 0.5**6)
+    assert advantages[1, 0].item() == pytest.approx(2 * (1 - 0.5**6))
+
+
+class NonFiniteAfter(gym.Env):
+    """A CartPole-shaped env whose observations become inf after `steps` steps."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, steps=300):
+        self.steps, self.t = steps, 0
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(4, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        obs = np.full(4, np.inf if self.t > self.steps else 0.1, np.float32)
+        return obs, 1.0, False, self.t % 20 == 0, {}
+
+
+gym.register("NonFiniteAfter-v0", entry_point=NonFiniteAfter)
+
+
+def test_a_run_whose_observations_turn_non_finite_stops_with_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = ["--env-id", "NonFiniteAfter-v0", "--total-timesteps", "4096", "--checkpoint-freq", "0"]
+    with pytest.raises(SystemExit) as e:
+        ppo_puffer_async.main(argv)
+    assert str(e.value).startswith("error: ") and "non-finite observation" in str(e.value), str(e.value)
+    assert "\n" not in str(e.value)
+
+
 # ----- prioritized sampling -----
 
 
