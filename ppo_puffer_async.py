@@ -69,12 +69,14 @@ class Args(run.RunArgs):
     """the discount factor"""
     gae_lambda: float = 0.95
     """the GAE lambda"""
+    norm_adv: bool = True
+    """normalize the advantages over each minibatch's real steps"""
     clip_coef: float = 0.2
     """the surrogate clipping coefficient"""
     vf_clip_coef: float = 0.2
     """the value may move at most this far from the rollout's estimate"""
-    vf_coef: float = 0.5
-    """the value-loss coefficient (of the squared error itself: CleanRL's 0.5 x 1/2 is our 0.25)"""
+    vf_coef: float = 1.0
+    """the value-loss coefficient; the value loss is 0.5 x the squared error, as in CleanRL and pufferl.py"""
     ent_coef: float = 0.1
     """the entropy-bonus coefficient"""
     anneal_ent: bool = True
@@ -116,7 +118,8 @@ class Args(run.RunArgs):
     eval_opponents: Literal["trained", "random"] = "trained"
     """random: each evaluation also plays each team against uniformly random teams (eval/return_vs_random/<kind>)"""
     teams: str = ""
-    """agents of two or more kinds: the kinds that share one reward, e.g. a+b,c (default: MPE's, else each alone)"""
+    """agents of two or more kinds: the kinds that share one reward, e.g. a+b,c; empty: MPE's teams, else each kind
+    alone"""
     eval_max_steps: int = 1_000
     """evaluation episodes of an env with no time limit of its own (CliffWalking) are truncated at this many steps"""
     render: bool = False
@@ -127,34 +130,81 @@ class Args(run.RunArgs):
     """torch CPU threads per process (under torchrun: 1 per rank unless given)"""
 
 
-# Args shows Tetris's set (docs/ppo_puffer_async.md): the network is the cost, so envs step in this process and torch
-# gets both cores (1.5x one thread), 128 wide (1.8x the SPS of 256). Other envs: OTHER, then their kind's changes.
-# fmt: off
-OTHER = dict(total_timesteps=100_000, num_envs=8, num_minibatches=4, update_epochs=4, learning_rate=1e-3,
-             vf_clip_coef=10.0, ent_coef=0.01, anneal_ent=False, hidden_size=64, eval_actions="greedy", torch_threads=1)
+# Args shows Tetris's set (docs/ppo_puffer_async.md): the network is the cost, so envs step in this process, torch
+# gets both cores and the encoder is 128 wide (docs/benchmarks.md has the speed of each choice). Other envs: OTHER,
+# then their kind's changes.
+OTHER = dict(
+    total_timesteps=100_000,
+    num_envs=8,
+    num_minibatches=4,
+    update_epochs=4,
+    learning_rate=1e-3,
+    vf_clip_coef=10.0,
+    ent_coef=0.01,
+    anneal_ent=False,
+    hidden_size=64,
+    eval_actions="greedy",
+    torch_threads=1,
+)
 ENV_DEFAULTS = {
     # Any Gymnasium id (one set for CartPole, Acrobot, MountainCar, LunarLander; docs/classic_control.md): tanh encoder
     # over normalized observations, lambda 1, rewards x 0.1, no entropy bonus. With ReLU, MountainCar stays at -200.
     "gymnasium": dict(activation="tanh", gae_lambda=1.0, reward_scale=0.1, norm_obs=True, ent_coef=0.0),
     # Box actions: one set, as CleanRL's ppo_continuous_action.py has (chosen on MuJoCo seed 11; ppo_puffer_async.md):
-    # 2048 steps, 10 epochs, Adam 3e-4, normalized observations and rewards, separate 64-wide tanh networks (its value
-    # term weighs 2x CleanRL's: no 1/2), from 8 envs, in minibatches of 256 steps (16 rows of 16): 1.96x the SPS of 64.
-    "continuous": dict(total_timesteps=1_000_000, num_envs=8, horizon=16, batch_size=2048, num_minibatches=8,
-                       update_epochs=10, learning_rate=3e-4, vf_clip_coef=0.2, ent_coef=0.0, activation="tanh",
-                       norm_obs=True, norm_reward=True, separate_critic=True),
-    # mpe-spread and any PettingZoo env: the env is the cost (~70 us a step for MPE), so 2 sleeping workers step one
-    # group each while the policy runs on the other. pufferl.py's MPE settings, with a larger entropy bonus.
-    "pettingzoo": dict(total_timesteps=7_500_000, num_envs=128, async_factor=2, backend="Multiprocessing",
-                       num_workers=2, num_minibatches=8, update_epochs=1, learning_rate=1e-3, gamma=0.977,
-                       gae_lambda=0.916, clip_coef=0.1, vf_clip_coef=0.1, vf_coef=0.44, ent_coef=0.01,
-                       hidden_size=128, eval_actions="sampled"),
+    # 2048 steps, 10 epochs, Adam 3e-4, normalized observations and rewards, separate 64-wide tanh networks (the value
+    # term weighs twice CleanRL's: vf_coef 1.0), from 8 envs, in minibatches of 256 steps (16 rows of 16, which run
+    # faster than rows of 64: docs/benchmarks.md).
+    "continuous": dict(
+        total_timesteps=1_000_000,
+        num_envs=8,
+        horizon=16,
+        batch_size=2048,
+        num_minibatches=8,
+        update_epochs=10,
+        learning_rate=3e-4,
+        vf_clip_coef=0.2,
+        ent_coef=0.0,
+        activation="tanh",
+        norm_obs=True,
+        norm_reward=True,
+        separate_critic=True,
+    ),
+    # mpe-spread and any PettingZoo env: the env is the cost, so 2 sleeping workers step one group each while the
+    # policy runs on the other. pufferl.py's MPE settings, with a larger entropy bonus and twice its value term
+    # (vf_coef 0.88 where pufferl.py has 0.44). 100 evaluation envs: enough to tell a team from random play.
+    "pettingzoo": dict(
+        total_timesteps=7_500_000,
+        num_envs=128,
+        async_factor=2,
+        backend="Multiprocessing",
+        num_workers=2,
+        num_minibatches=8,
+        update_epochs=1,
+        learning_rate=1e-3,
+        gamma=0.977,
+        gae_lambda=0.916,
+        clip_coef=0.1,
+        vf_clip_coef=0.1,
+        vf_coef=0.88,
+        ent_coef=0.01,
+        hidden_size=128,
+        eval_actions="sampled",
+        eval_episodes=100,
+    ),
     # Memory envs, for --lstm. cartpole-novel: rows of 25 (evaluations on whole 10k steps), 10 epochs of one
     # minibatch, rewards x 0.1 (the LSTM's output is bounded: its value head could not reach CartPole's returns).
-    "cartpole-novel": dict(horizon=25, num_minibatches=1, update_epochs=10, learning_rate=5e-4, gamma=0.98,
-                           vf_coef=0.5, ent_coef=0.0, reward_scale=0.1),
+    "cartpole-novel": dict(
+        horizon=25,
+        num_minibatches=1,
+        update_epochs=10,
+        learning_rate=5e-4,
+        gamma=0.98,
+        vf_coef=1.0,
+        ent_coef=0.0,
+        reward_scale=0.1,
+    ),
     "repeat-previous-easy": dict(total_timesteps=1_000_000, num_envs=32, horizon=32),
 }
-# fmt: on
 
 
 def args_for(env_id: str = "tetris", **flags) -> Args:
@@ -196,7 +246,8 @@ def validate_args(args: Args, vecenv=None) -> None:
     if vecenv is None:
         return
     batch_size = args.batch_size or vecenv.num_agents * args.horizon
-    rows, problem = batch_size // args.horizon, None
+    rows = batch_size // args.horizon
+    problem = None
     if args.eval_opponents == "random" and (vecenv.kinds is None or vecenv.kinds.team_of.max() == 0):
         problem = f"--eval-opponents random plays teams against each other; {args.env_id} has one (see --teams)"
     elif batch_size % args.horizon or rows % vecenv.num_agents:
@@ -229,7 +280,8 @@ class Policy(nn.Module):
 
     def __init__(self, obs_dim: int, action_space, args: Args, kinds=None):
         super().__init__()
-        act, hidden_size = (nn.Tanh if args.activation == "tanh" else nn.ReLU), args.hidden_size
+        act = nn.Tanh if args.activation == "tanh" else nn.ReLU
+        hidden_size = args.hidden_size
 
         def encoder():
             linear = (layer_init(nn.Linear(obs_dim, hidden_size)), layer_init(nn.Linear(hidden_size, hidden_size)))
@@ -264,7 +316,8 @@ class Policy(nn.Module):
         hidden = self.encoder(obs)
         if self.lstm is not None:
             out, (h, c) = self.lstm(hidden.unsqueeze(1), None if state is None else tuple(x[None] for x in state))
-            hidden, state = out[:, 0], (h[0], c[0])
+            hidden = out[:, 0]
+            state = (h[0], c[0])
         return self.actor(hidden), self.value(obs, hidden), state
 
     def value(self, obs: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
@@ -282,14 +335,17 @@ class Policy(nn.Module):
             cuts = set() if starts is None else set((starts[:, 1:].any(0).nonzero().flatten() + 1).tolist())
             cuts |= ({burn_in} if burn_in else set()) | (set(range(tbptt, horizon, tbptt)) if tbptt else set())
             bounds = [0] + sorted(cuts) + [horizon]
-            h, c = (x.unsqueeze(0) for x in state)
+            h = state[0].unsqueeze(0)
+            c = state[1].unsqueeze(0)
             outputs = []
             for t, end in zip(bounds[:-1], bounds[1:]):
                 if t > 0 and starts is not None:
                     keep = (~starts[:, t]).to(h.dtype)[None, :, None]
-                    h, c = h * keep, c * keep
+                    h = h * keep
+                    c = c * keep
                 if t > 0 and tbptt and t % tbptt == 0:
-                    h, c = h.detach(), c.detach()
+                    h = h.detach()
+                    c = c.detach()
                 with torch.set_grad_enabled(torch.is_grad_enabled() and t >= burn_in):
                     out, (h, c) = self.lstm(hidden[:, t:end], (h, c))
                 outputs.append(out)
@@ -362,20 +418,28 @@ class Experience:
     def __init__(self, segments, horizon, num_agents, obs_dim, device, *, action_space=None, state_size=0):
         # numpy: a step writes a few numbers per agent, which numpy does several times faster than torch on arrays
         # this small (a2c_cartpole.py's storage too); the update views them as tensors (tensors(): on the CPU, no copy)
-        self.segments, self.horizon, self.num_agents = segments, horizon, num_agents
+        self.segments = segments
+        self.horizon = horizon
+        self.num_agents = num_agents
         shape = (segments, horizon)
         self.obs = np.zeros(shape + (obs_dim,), np.float32)
         box = isinstance(action_space, gym.spaces.Box)  # one agent's action: an int, or a vector of ints or floats
         action_shape = () if action_space is None else action_space.shape
         self.actions = np.zeros(shape + action_shape, np.float32 if box else np.int64)
-        self.logprobs, self.values, self.rewards = (np.zeros(shape, np.float32) for _ in range(3))
-        self.terminals, self.truncations = (np.zeros(shape, np.float32) for _ in range(2))
-        self.masks, self.starts = np.zeros(shape, bool), np.zeros(shape, bool)
-        self.next_value, self.next_row = np.zeros(segments, np.float32), np.full(segments, -1, np.int64)
+        self.logprobs = np.zeros(shape, np.float32)
+        self.values = np.zeros(shape, np.float32)
+        self.rewards = np.zeros(shape, np.float32)
+        self.terminals = np.zeros(shape, np.float32)
+        self.truncations = np.zeros(shape, np.float32)
+        self.masks = np.zeros(shape, bool)
+        self.starts = np.zeros(shape, bool)
+        self.next_value = np.zeros(segments, np.float32)
+        self.next_row = np.full(segments, -1, np.int64)
         self.row = np.zeros(num_agents, dtype=np.int64)  # -1: no free row left this rollout
         self.pos = np.zeros(num_agents, dtype=np.int64)
         self.pending = np.zeros(num_agents, dtype=bool)  # a stored step awaits its reward
-        self.state = self.initial_state = None
+        self.state = None
+        self.initial_state = None
         if state_size:  # carried across rollouts, like the episodes themselves
             self.state = tuple(torch.zeros(num_agents, state_size, device=device) for _ in range(2))
             self.initial_state = tuple(torch.zeros(segments, state_size, device=device) for _ in range(2))
@@ -384,21 +448,25 @@ class Experience:
     def tensors(self, device) -> dict:
         """The rollout as tensors on `device`, for the update (`starts`, `initial_state`: None without an LSTM)."""
         names = "obs actions logprobs values rewards terminals truncations masks starts next_value next_row".split()
-        tensors = {name: torch.as_tensor(getattr(self, name), device=device) for name in names}
-        lstm = dict(starts=tensors["starts"], initial_state=self.initial_state) if self.state is not None else {}
-        return {**tensors, "starts": None, "initial_state": None, **lstm}
+        batch = {name: torch.as_tensor(getattr(self, name), device=device) for name in names}
+        batch["initial_state"] = self.initial_state
+        if self.state is None:  # no LSTM
+            batch["starts"] = None
+        return batch
 
     def reset(self) -> None:
         """Start a rollout: agent a fills row a first (segments is a multiple of num_agents)."""
         self.row[:] = np.arange(self.num_agents)
         self.pos[:] = 0
         self.pending[:] = False
-        self.free_row, self.full_rows = self.num_agents, 0
+        self.free_row = self.num_agents
+        self.full_rows = 0
         self.next_row[:] = -1
 
     def finish_steps(self, agents, rewards, terminals, truncations, next_values) -> None:
         """Writes the outcome of each agent's pending step; full rows are handed over."""
-        rows, pos = self.row[agents], self.pos[agents]
+        rows = self.row[agents]
+        pos = self.pos[agents]
         self.rewards[rows, pos] = rewards
         self.terminals[rows, pos] = terminals
         self.truncations[rows, pos] = truncations
@@ -411,7 +479,8 @@ class Experience:
             new_rows = self.free_row + np.arange(n)
             new_rows[new_rows >= self.segments] = -1  # none left: play on without storing
             self.next_row[rows[done]] = new_rows
-            self.row[filled], self.pos[filled] = new_rows, 0
+            self.row[filled] = new_rows
+            self.pos[filled] = 0
             self.free_row += n
             self.full_rows += n
         self.pending[agents] = False
@@ -420,7 +489,8 @@ class Experience:
         """Stores the steps just taken by the agents where `store` is True (numpy arrays; LSTM: the (h, c) each started
         from, tensors)."""
         agents = agents[store]
-        rows, pos = self.row[agents], self.pos[agents]
+        rows = self.row[agents]
+        pos = self.pos[agents]
         self.obs[rows, pos] = obs[store]
         self.actions[rows, pos] = actions[store]
         self.logprobs[rows, pos] = logprobs[store]
@@ -483,9 +553,11 @@ def rollout(vecenv, policy, experience, episodes, *, gamma, reward_scale, reward
         _, starting = episodes.update(agents, rewards, dones, masks)
         with torch.inference_mode():
             obs_t = torch.as_tensor(obs, device=device, dtype=torch.float32)
-            carried = state = None
+            carried = None
+            state = None
             if policy.lstm is not None:  # each agent's state after its last step, zeroed where an episode begins
-                agents_t, keep = torch.as_tensor(agents, device=device), torch.as_tensor(~starting, device=device)
+                agents_t = torch.as_tensor(agents, device=device)
+                keep = torch.as_tensor(~starting, device=device)
                 carried = take(experience.state, agents_t)
                 state = tuple(x * keep.unsqueeze(-1) for x in carried)
             out, values, next_state = policy.step(obs_t, state)
@@ -498,7 +570,9 @@ def rollout(vecenv, policy, experience, episodes, *, gamma, reward_scale, reward
             if policy.lstm is not None:
                 for stored, new in zip(experience.state, next_state):
                     stored[agents_t] = new
-        actions, logprobs, values = actions.cpu().numpy(), logprobs.cpu().numpy(), values.cpu().numpy()
+        actions = actions.cpu().numpy()
+        logprobs = logprobs.cpu().numpy()
+        values = values.cpu().numpy()
 
         pending = experience.pending[agents]
         if pending.any():
@@ -516,8 +590,13 @@ def rollout(vecenv, policy, experience, episodes, *, gamma, reward_scale, reward
                     with torch.inference_mode():
                         final_values = policy.step(final_obs, take(carried, ended))[1].cpu().numpy()
                 pending_rewards[truncated] += gamma * final_values
-            ends = (x[pending].astype(np.float32) for x in (terminals, truncations))
-            experience.finish_steps(agents[pending], pending_rewards, *ends, values[pending])
+            experience.finish_steps(
+                agents[pending],
+                pending_rewards,
+                terminals[pending].astype(np.float32),
+                truncations[pending].astype(np.float32),
+                values[pending],
+            )
 
         # The observation that ends an emulated episode is not acted on, so it is no step. Absent agents'
         # steps (mask False) are stored, flagged, and carry no loss.
@@ -525,8 +604,17 @@ def rollout(vecenv, policy, experience, episodes, *, gamma, reward_scale, reward
         if next_step_reset:
             store &= ~(dones & masks)
         if store.any():
-            experience.store_steps(agents, store, obs=obs, actions=actions, logprobs=logprobs, values=values,
-                                   masks=masks, starts=starting, state=state)  # fmt: skip
+            experience.store_steps(
+                agents,
+                store,
+                obs=obs,
+                actions=actions,
+                logprobs=logprobs,
+                values=values,
+                masks=masks,
+                starts=starting,
+                state=state,
+            )
         actions_np = to_env(actions, vecenv.single_action_space)
         timers["inference"] += time.perf_counter() - start
 
@@ -590,27 +678,39 @@ def sample_minibatches(advantages, masks, num_minibatches: int, alpha: float, be
 
 
 def ppo_loss(new_logprobs, new_values, entropy, mb: dict, *, weights, clip_coef, vf_clip_coef, vf_coef, ent_coef):
-    """The clipped PPO objective on a minibatch of rows (rows, horizon): the new logprobs, values, entropies, and `mb`'s
-    (the rollout's logprobs, values, returns, normalized advantages, masks: 1 a real step). Importance `weights` (rows,
-    or None) scale the policy and value terms, not the entropy bonus. No 1/2 in the value term (pufferl.py's): our
-    --vf-coef x is CleanRL's 2x. Returns (loss, losses)."""
-    advantages, masks = mb["advantages"], mb["masks"]
+    """The clipped PPO objective on a minibatch of rows (rows, horizon): the new logprobs, values, entropies, and the
+    minibatch `mb` (the rollout's logprobs, values, returns, advantages, masks: 1 a real step). Importance `weights`
+    (rows, or None) scale the policy and value terms, not the entropy bonus. The value loss is 0.5 x the squared error,
+    as in CleanRL's ppo.py and pufferl.py. Returns (loss, losses)."""
+    advantages = mb["advantages"]
+    masks = mb["masks"]
     logratio = new_logprobs - mb["logprobs"]
     ratio = logratio.exp()
     pg = torch.max(-advantages * ratio, -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef))
     v_clipped = mb["values"] + torch.clamp(new_values - mb["values"], -vf_clip_coef, vf_clip_coef)
     v = torch.max((new_values - mb["returns"]) ** 2, (v_clipped - mb["returns"]) ** 2)
     if weights is not None:
-        pg, v = pg * weights[:, None], v * weights[:, None]
+        pg = pg * weights[:, None]
+        v = v * weights[:, None]
     count = masks.sum().clamp(min=1.0)
-    pg_loss, v_loss = (pg * masks).sum() / count, (v * masks).sum() / count
+    pg_loss = (pg * masks).sum() / count
+    v_loss = 0.5 * (v * masks).sum() / count
     entropy_mean = (entropy * masks).sum() / count
     loss = pg_loss + vf_coef * v_loss - ent_coef * entropy_mean
     with torch.no_grad():
+        # CleanRL's two estimators of KL(old || new): -log r, and the low-variance (r - 1) - log r
+        old_approx_kl = (-logratio * masks).sum() / count
         approx_kl = (((ratio - 1) - logratio) * masks).sum() / count
         clipfrac = (((ratio - 1.0).abs() > clip_coef).float() * masks).sum() / count
-    losses = dict(policy_loss=pg_loss, value_loss=v_loss, entropy=entropy_mean, approx_kl=approx_kl, clipfrac=clipfrac)
-    return loss, {key: value.detach() for key, value in losses.items()}
+    losses = dict(
+        policy_loss=pg_loss.detach(),
+        value_loss=v_loss.detach(),
+        entropy=entropy_mean.detach(),
+        old_approx_kl=old_approx_kl,
+        approx_kl=approx_kl,
+        clipfrac=clipfrac,
+    )
+    return loss, losses
 
 
 def normalize_advantages(advantages: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
@@ -627,12 +727,28 @@ def evaluate(policy: Policy, args: Args, obs_rms, *, episodes: int, seed: int, d
     and with two or more kinds each kind's ("return/<kind>"). `opponents` (--eval-opponents random): in env i team
     i % teams plays the policy, the others act uniformly at random; each kind's returns as "return_vs_random/<kind>".
     `videos`: paths (.mp4, .gif) to record the first episode to; recording changes nothing that is played."""
-    env = dict(env_kwargs=args.env_kwargs, render=bool(videos), step_cap=args.eval_max_steps, teams=args.teams)
-    vecenv = make_puffer_vecenv(args.env_id, episodes, seed, max_ticks=args.max_ticks, log_interval=1, **env)
-    vecenv = NormalizedObservations(vecenv, obs_rms, frozen=True) if obs_rms is not None else vecenv
-    ends, infos, frames, kinds = EpisodeStats(vecenv.num_agents, vecenv.autoreset), [], [], vecenv.kinds
-    first_return, first_length = np.full(vecenv.num_agents, np.nan), np.zeros(vecenv.num_agents)
-    state, trained, rng = policy.initial_state(vecenv.num_agents, device), None, np.random.default_rng(seed)
+    vecenv = make_puffer_vecenv(
+        args.env_id,
+        episodes,
+        seed,
+        max_ticks=args.max_ticks,
+        log_interval=1,
+        env_kwargs=args.env_kwargs,
+        render=bool(videos),
+        step_cap=args.eval_max_steps,
+        teams=args.teams,
+    )
+    if obs_rms is not None:
+        vecenv = NormalizedObservations(vecenv, obs_rms, frozen=True)
+    kinds = vecenv.kinds
+    ends = EpisodeStats(vecenv.num_agents, vecenv.autoreset)
+    infos = []
+    frames = []
+    first_return = np.full(vecenv.num_agents, np.nan)
+    first_length = np.zeros(vecenv.num_agents)
+    state = policy.initial_state(vecenv.num_agents, device)
+    trained = None
+    rng = np.random.default_rng(seed)
     if opponents:  # the agents whose team plays the policy in their env
         env_of = np.arange(vecenv.num_agents) // vecenv.agents_per_env
         trained = kinds.team_of[vecenv.agent_kinds] == env_of % (kinds.team_of.max() + 1)
@@ -645,7 +761,8 @@ def evaluate(policy: Policy, args: Args, obs_rms, *, episodes: int, seed: int, d
             ended, starting = ends.update(np.asarray(agents), rewards, terminals | truncations, masks)
             for agent, ret, length in zip(ended, ends.log.returns[ended_before:], ends.log.lengths[ended_before:]):
                 if np.isnan(first_return[agent]):
-                    first_return[agent], first_length[agent] = ret, length
+                    first_return[agent] = ret
+                    first_length[agent] = length
             if videos and np.isnan(first_return[0]):
                 frames.append(puffer_envs.first_frame(vecenv))
             with torch.inference_mode():  # the LSTM state carried through each episode, reset as in training
@@ -662,12 +779,20 @@ def evaluate(policy: Policy, args: Args, obs_rms, *, episodes: int, seed: int, d
         save_video(frames, videos, puffer_envs.frame_rate(vecenv))
     finally:
         vecenv.close()
+    kind_names = kinds.names if kinds is not None else []
+    if opponents:  # each kind's returns where its team played the policy
+        return {
+            f"return_vs_random/{name}": first_return[trained & (vecenv.agent_kinds == k)]
+            for k, name in enumerate(kind_names)
+        }
+    result = {"return": first_return, "length": first_length}
     game_stats = merge_infos(infos) if infos else {}
-    extra = {key: np.array([game_stats[key]]) for key in ("lines_deleted", "score") if key in game_stats}
-    key, trained = ("return_vs_random", trained) if opponents else ("return", np.ones(vecenv.num_agents, bool))
-    for k, name in enumerate(kinds.names if kinds is not None else []):
-        extra[f"{key}/{name}"] = first_return[trained & (vecenv.agent_kinds == k)]
-    return extra if opponents else {"return": first_return, "length": first_length, **extra}
+    for key in ("lines_deleted", "score"):  # Tetris's, over all games ended
+        if key in game_stats:
+            result[key] = np.array([game_stats[key]])
+    for k, name in enumerate(kind_names):
+        result[f"return/{name}"] = first_return[vecenv.agent_kinds == k]
+    return result
 
 
 def evaluate_checkpoint(args: Args) -> dict:
@@ -675,8 +800,10 @@ def evaluate_checkpoint(args: Args) -> dict:
     ckpt, args, device = run.open_checkpoint("ppo_puffer_async", Args, args, required=("obs_rms",))
     if args.render and args.env_id != "tetris":
         raise ValueError(f"--render draws Tetris games; {args.eval_checkpoint} is a {args.env_id} run: drop --render")
-    env = dict(max_ticks=args.max_ticks, env_kwargs=args.env_kwargs, teams=args.teams)
-    probe = make_puffer_vecenv(args.env_id, args.num_envs, args.seed, **env)  # the run's: validate_args checks it
+    # the run's own vecenv: validate_args checks the flags against it, and the policy takes its spaces
+    probe = make_puffer_vecenv(
+        args.env_id, args.num_envs, args.seed, max_ticks=args.max_ticks, env_kwargs=args.env_kwargs, teams=args.teams
+    )
     validate_args(args, probe)
     policy = Policy(probe.single_observation_space.shape[0], probe.single_action_space, args, probe.kinds).to(device)
     probe.close()
@@ -693,10 +820,15 @@ def evaluate_checkpoint(args: Args) -> dict:
         return watch(act, args.seed + 10_000, args.max_ticks, args.render_fps)
     name = f"checkpoint-step{ckpt['global_step']}"
     videos = video_paths(os.path.dirname(args.eval_checkpoint), name, args.capture_video, args.gif)
-    flags = dict(episodes=args.eval_episodes, seed=args.seed + 10_000, device=device)
-    result = evaluate(policy, args, ckpt["obs_rms"], **flags, videos=videos)
+    eval_seed = args.seed + 10_000
+    result = evaluate(
+        policy, args, ckpt["obs_rms"], episodes=args.eval_episodes, seed=eval_seed, device=device, videos=videos
+    )
     if args.eval_opponents == "random":  # each team against uniformly random teams
-        result.update(evaluate(policy, args, ckpt["obs_rms"], **flags, opponents=True))
+        against_random = evaluate(
+            policy, args, ckpt["obs_rms"], episodes=args.eval_episodes, seed=eval_seed, device=device, opponents=True
+        )
+        result.update(against_random)
     episodes = f"{len(result['return'])} episodes ({args.eval_actions} actions)"
     report(f"{args.eval_checkpoint} (step {ckpt['global_step']:,}), {episodes}:", result)
     return result
@@ -709,71 +841,152 @@ def train(args: Args) -> dict:
     seed = args.seed + distributed.RANK_SEED_OFFSET * world.rank  # each rank of a torchrun job plays its own episodes
     torch.set_num_threads(1)  # initial weights drawn on one thread: the same bits whatever the thread count
     torch.manual_seed(args.seed)  # and on every rank
-    vecenv = make_puffer_vecenv(args.env_id, args.num_envs, seed, backend=args.backend, num_workers=args.num_workers,
-                                async_factor=args.async_factor, env_kwargs=args.env_kwargs, max_ticks=args.max_ticks,
-                                log_interval=args.horizon, teams=args.teams)  # fmt: skip
-    vecenv = NormalizedObservations(vecenv) if args.norm_obs else vecenv  # running mean/std, frozen for evaluation
-    obs_rms = vecenv.obs_rms if args.norm_obs else None
+    vecenv = make_puffer_vecenv(
+        args.env_id,
+        args.num_envs,
+        seed,
+        backend=args.backend,
+        num_workers=args.num_workers,
+        async_factor=args.async_factor,
+        env_kwargs=args.env_kwargs,
+        max_ticks=args.max_ticks,
+        log_interval=args.horizon,
+        teams=args.teams,
+    )
+    obs_rms = None
+    if args.norm_obs:  # running mean and std of the observations, frozen for evaluation
+        vecenv = NormalizedObservations(vecenv)
+        obs_rms = vecenv.obs_rms
     validate_args(args, vecenv)
-    segments = (args.batch_size or vecenv.num_agents * args.horizon) // args.horizon  # buffer rows per rank
-    obs_dim, action_space = vecenv.single_observation_space.shape[0], vecenv.single_action_space
+    batch_size = args.batch_size or vecenv.num_agents * args.horizon  # agent steps per update and rank
+    segments = batch_size // args.horizon  # buffer rows per rank
+    obs_dim = vecenv.single_observation_space.shape[0]
+    action_space = vecenv.single_action_space
     policy = Policy(obs_dim, action_space, args, vecenv.kinds).to(device)
-    # foreach: each op of Adam's step on all the tensors at once, not torch's CPU loop: the same steps, 1.4x as fast
+    # foreach: each op of Adam's step on all the tensors at once, not torch's CPU loop: the same steps, faster
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5, foreach=True)
     episodes = EpisodeStats(vecenv.num_agents, vecenv.autoreset, args.gamma if args.norm_reward else None)
     torch.set_num_threads(args.torch_threads)  # (the Tetris default gives torch both cores)
-    update_size = segments * args.horizon * world.size  # agent steps per update, all ranks together
+    update_size = batch_size * world.size  # agent steps per update, all ranks together
     num_updates = run.count_updates(args.total_timesteps, update_size, world.size, resumed)
-    rates = dict(learning_rate=args.learning_rate, ent_coef=args.ent_coef, prio_beta=args.prio_beta0)  # the schedules
+    # The schedules' values now (an extended run goes on from them), and what a checkpoint holds.
+    rates = dict(learning_rate=args.learning_rate, ent_coef=args.ent_coef, prio_beta=args.prio_beta0)
     state = dict(model=policy, optimizer=optimizer, obs_rms=obs_rms, return_rms=episodes.reward_scaler, rates=rates)
     start_update, schedule = run.restore(resumed, args, state, num_updates, world)  # --resume: load what was saved
     about = f"{args.env_id}, {vecenv.num_agents} agents, {args.async_factor} group(s), {segments} rows x {args.horizon}"
-    writer, checkpoint = run.open_run("ppo_puffer_async", args, world, resumed, dict(state, schedule=schedule),
-                                      update_size=update_size, done=start_update, about=about)  # fmt: skip
-    progress, stop = Progress(num_updates * update_size, start_update * update_size), distributed.StopRequest(world)
-    experience = Experience(segments, args.horizon, vecenv.num_agents, obs_dim, device, action_space=action_space,
-                            state_size=args.lstm_hidden_size if args.lstm else 0)  # fmt: skip
+    writer, checkpoint = run.open_run(
+        "ppo_puffer_async",
+        args,
+        world,
+        resumed,
+        dict(state, schedule=schedule),
+        update_size=update_size,
+        done=start_update,
+        about=about,
+    )
+    progress = Progress(num_updates * update_size, start_update * update_size)
+    stop = distributed.StopRequest(world)  # Ctrl-C: finish this update, save, stop (all ranks alike)
+    experience = Experience(
+        segments,
+        args.horizon,
+        vecenv.num_agents,
+        obs_dim,
+        device,
+        action_space=action_space,
+        state_size=args.lstm_hidden_size if args.lstm else 0,
+    )
     vecenv.async_reset(seed + 1_000_000 * start_update)  # a resumed run plays fresh episodes
-    timers, episode_means, game_stats = dict(env=0.0, inference=0.0, learn=0.0), {}, {}
-    last_eval, eval_text, interrupted, kind_returns = None, "", False, {}
+    timers = dict(env=0.0, inference=0.0, learn=0.0)
+    episode_means = {}
+    kind_returns = {}
+    game_stats = {}
+    last_eval = None
+    eval_text = ""
+    interrupted = False
     try:
         for update in range(start_update + 1, num_updates + 1):
             global_step = update * update_size  # once this update is done
-            # Linear from where this run's lines start (run.restore): lr -> 0; ent_coef (--anneal-ent) -> 0, beta -> 1
-            done, left, first = update - 1 - schedule["update"], num_updates - schedule["update"], schedule
+            # Linear from where this run's lines start (run.restore): lr -> 0, ent_coef (--anneal-ent) -> 0, beta -> 1
+            done = update - 1 - schedule["update"]
+            left = num_updates - schedule["update"]
             if args.anneal_lr:
-                optimizer.param_groups[0]["lr"] = rates["learning_rate"] = (1.0 - done / left) * first["learning_rate"]
+                rates["learning_rate"] = (1.0 - done / left) * schedule["learning_rate"]
+                optimizer.param_groups[0]["lr"] = rates["learning_rate"]
             if args.anneal_ent:
-                rates["ent_coef"] = first["ent_coef"] - first["ent_coef"] * done / max(left - 1, 1)
-            beta0 = first["prio_beta"]
-            beta = rates["prio_beta"] = 1.0 if left <= 1 else beta0 + (1.0 - beta0) * done / (left - 1)
-            scale = args.reward_scale / episodes.reward_scaler.std() if args.norm_reward else args.reward_scale
-            infos = rollout(vecenv, policy, experience, episodes, gamma=args.gamma, reward_scale=scale,
-                            reward_clamp=args.reward_clamp, device=device, timers=timers)  # fmt: skip
+                rates["ent_coef"] = schedule["ent_coef"] - schedule["ent_coef"] * done / max(left - 1, 1)
+            beta0 = schedule["prio_beta"]
+            rates["prio_beta"] = 1.0 if left <= 1 else beta0 + (1.0 - beta0) * done / (left - 1)
+            reward_scale = args.reward_scale
+            if args.norm_reward:
+                reward_scale = args.reward_scale / episodes.reward_scaler.std()
+            infos = rollout(
+                vecenv,
+                policy,
+                experience,
+                episodes,
+                gamma=args.gamma,
+                reward_scale=reward_scale,
+                reward_clamp=args.reward_clamp,
+                device=device,
+                timers=timers,
+            )
+
             start = time.perf_counter()
             batch = experience.tensors(device)  # the rollout as tensors (on the CPU: the same memory)
-            masks, values = batch["masks"].float(), batch["values"]
+            masks = batch["masks"].float()
+            values = batch["values"]
             dones = torch.maximum(batch["terminals"], batch["truncations"])
-            advantages, returns = compute_gae(batch["rewards"], values, dones, batch["next_value"], args.gamma,
-                                              args.gae_lambda, next_row=batch["next_row"])  # fmt: skip
+            advantages, returns = compute_gae(
+                batch["rewards"],
+                values,
+                dones,
+                batch["next_value"],
+                args.gamma,
+                args.gae_lambda,
+                next_row=batch["next_row"],
+            )
+            clipfracs = []
             for epoch in range(args.update_epochs):
-                for rows, weights in sample_minibatches(advantages, masks, args.num_minibatches, args.prio_alpha, beta):
-                    obs, hc, starts = (take(batch[key], rows) for key in ("obs", "initial_state", "starts"))
-                    out, new_values = policy.unroll(obs, hc, starts, args.burn_in, args.tbptt)  # hc: the LSTM's (h, c)
+                minibatches = sample_minibatches(
+                    advantages, masks, args.num_minibatches, args.prio_alpha, rates["prio_beta"]
+                )
+                for rows, weights in minibatches:
+                    obs = batch["obs"][rows]
+                    initial_state = take(batch["initial_state"], rows)  # the LSTM's (h, c) where each row began
+                    starts = take(batch["starts"], rows)
+                    out, new_values = policy.unroll(obs, initial_state, starts, args.burn_in, args.tbptt)
                     new_logprobs, entropy = policy.logprob_and_entropy(out, batch["actions"][rows], obs)
-                    mb = dict(logprobs=batch["logprobs"][rows], values=values[rows], returns=returns[rows])
-                    mb["masks"] = masks[rows]
+                    mb_masks = masks[rows]
                     if args.burn_in:  # burn-in steps only warm the state up
-                        mb["masks"][:, : args.burn_in] = 0.0
-                    mb["advantages"] = normalize_advantages(advantages[rows], mb["masks"])
-                    loss, losses = ppo_loss(new_logprobs, new_values, entropy, mb, weights=weights,
-                                            clip_coef=args.clip_coef, vf_clip_coef=args.vf_clip_coef,
-                                            vf_coef=args.vf_coef, ent_coef=rates["ent_coef"])  # fmt: skip
+                        mb_masks[:, : args.burn_in] = 0.0
+                    mb_advantages = advantages[rows]
+                    if args.norm_adv:
+                        mb_advantages = normalize_advantages(mb_advantages, mb_masks)
+                    minibatch = dict(
+                        logprobs=batch["logprobs"][rows],
+                        values=values[rows],
+                        returns=returns[rows],
+                        advantages=mb_advantages,
+                        masks=mb_masks,
+                    )
+                    loss, losses = ppo_loss(
+                        new_logprobs,
+                        new_values,
+                        entropy,
+                        minibatch,
+                        weights=weights,
+                        clip_coef=args.clip_coef,
+                        vf_clip_coef=args.vf_clip_coef,
+                        vf_coef=args.vf_coef,
+                        ent_coef=rates["ent_coef"],
+                    )
+                    clipfracs.append(losses["clipfrac"])
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
                     # torchrun: the ranks' mean gradients, loss and approx_kl, so that every rank stops alike
-                    params, kl = policy.parameters(), losses["approx_kl"]
-                    mean_loss, losses["approx_kl"] = distributed.average_gradients(world, params, loss.detach(), kl)
+                    mean_loss, losses["approx_kl"] = distributed.average_gradients(
+                        world, policy.parameters(), loss.detach(), losses["approx_kl"]
+                    )
                     if not torch.isfinite(mean_loss):
                         raise run.non_finite_loss_error(mean_loss, update, global_step)
                     losses["grad_norm"] = nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
@@ -781,41 +994,68 @@ def train(args: Args) -> dict:
                 if args.target_kl is not None and losses["approx_kl"] > args.target_kl:
                     break
             timers["learn"] += time.perf_counter() - start
-            episode_returns, episode_lengths, episode_agents, infos, stops = distributed.pool(  # all ranks', Ctrl-C
-                world, *episodes.log.pop(), infos, [stop.requested]
-            )
+
+            # Every rank's episodes and infos, and whether any rank saw a Ctrl-C (torchrun).
+            episode_returns, episode_lengths, episode_agents = episodes.log.pop()
+            pooled = distributed.pool(world, episode_returns, episode_lengths, episode_agents, infos, [stop.requested])
+            episode_returns, episode_lengths, episode_agents, infos, stops = pooled
+            # As CleanRL: the last minibatch's losses, and the fraction clipped over all of the update's minibatches
             scalars = {f"losses/{key}": value.item() for key, value in losses.items()}
+            scalars["losses/clipfrac"] = torch.stack(clipfracs).mean().item()
             scalars["losses/explained_variance"] = logs.explained_variance(values[masks > 0], returns[masks > 0])
-            scalars.update({f"charts/{key}": value for key, value in rates.items()})  # lr, ent_coef, prio_beta
+            for key, value in rates.items():  # learning_rate, ent_coef, prio_beta
+                scalars[f"charts/{key}"] = value
             if policy.log_std is not None:  # the Gaussian's std, mean over the action's dimensions: how it explores
                 scalars["charts/action_std"] = policy.action_std()
-            scalars.update({f"perf/{key}_time_frac": value / sum(timers.values()) for key, value in timers.items()})
+            for key, value in timers.items():
+                scalars[f"perf/{key}_time_frac"] = value / sum(timers.values())
             scalars["charts/SPS"] = progress.sps(global_step)
             if vecenv.agents_per_env > 1:
                 scalars["charts/agent_steps"] = global_step
                 scalars["charts/env_steps"] = global_step / vecenv.agents_per_env
             if episode_returns:
                 episode_means = {"return": float(np.mean(episode_returns)), "length": float(np.mean(episode_lengths))}
+                scalars["charts/episodic_return"] = episode_means["return"]
+                scalars["charts/episodic_length"] = episode_means["length"]
                 kind_returns = puffer_envs.kind_means("charts/episodic_return", episode_returns, episode_agents, vecenv)
-                scalars.update({**{f"charts/episodic_{key}": v for key, v in episode_means.items()}, **kind_returns})
-
+                scalars.update(kind_returns)
             if infos:  # Tetris's own stats
                 game_stats = merge_infos(infos)
-                scalars.update({f"tetris/{key}": value for key, value in game_stats.items()})
+                for key, value in game_stats.items():
+                    scalars[f"tetris/{key}"] = value
+
             if world.rank == 0 and (args.eval_freq and update % args.eval_freq == 0 or update == num_updates):
                 videos = video_paths(checkpoint.run_dir, f"eval-step{global_step}", args.capture_video)
-                flags = dict(episodes=args.eval_episodes, seed=args.seed + 10_000 + update, device=device)
-                with progress.paused(), run.seeded_rng(flags["seed"], device):  # its own episodes and random stream
-                    result = evaluate(policy, args, obs_rms, **flags, videos=videos)
+                eval_seed = args.seed + 10_000 + update
+                with progress.paused(), run.seeded_rng(eval_seed, device):  # its own episodes and random stream
+                    result = evaluate(
+                        policy, args, obs_rms, episodes=args.eval_episodes, seed=eval_seed, device=device, videos=videos
+                    )
                     if args.eval_opponents == "random":  # each team against uniformly random teams
-                        result.update(evaluate(policy, args, obs_rms, **flags, opponents=True))
+                        against_random = evaluate(
+                            policy,
+                            args,
+                            obs_rms,
+                            episodes=args.eval_episodes,
+                            seed=eval_seed,
+                            device=device,
+                            opponents=True,
+                        )
+                        result.update(against_random)
                 last_eval, eval_text = log_eval(writer, result, global_step)
             if writer is not None:
                 for tag, value in scalars.items():
                     writer.add_scalar(tag, value, global_step)
-                ret, length = episode_means.get("return"), episode_means.get("length")
-                progress.update(global_step, update=update, ret=ret, len=length, lines=game_stats.get("lines_deleted"),
-                                eval=last_eval, **{k.split("/")[-1]: v for k, v in kind_returns.items()})  # fmt: skip
+                kinds_line = {tag.split("/")[-1]: value for tag, value in kind_returns.items()}
+                progress.update(
+                    global_step,
+                    update=update,
+                    ret=episode_means.get("return"),
+                    len=episode_means.get("length"),
+                    lines=game_stats.get("lines_deleted"),
+                    eval=last_eval,
+                    **kinds_line,
+                )
             if args.checkpoint_freq and update % args.checkpoint_freq == 0:
                 checkpoint.save(update)  # a periodic save that fails warns; training goes on
             if any(stops):  # Ctrl-C (on any rank): this update is whole; save it and stop
@@ -829,19 +1069,21 @@ def train(args: Args) -> dict:
         run.close(world, vecenv, writer, stop)  # the envs and their workers, the writer, Ctrl-C's handler, torchrun
     checkpoint.save(update, final=True)  # fails with one line naming the checkpoint that was kept
     print_end(interrupted, checkpoint, progress, global_step, eval_text)
-    extra = dict(policy=policy, args=args, obs_rms=obs_rms, episode_stats=episode_means, tetris_stats=game_stats)
-    return run.summary(checkpoint, progress, update, interrupted, **extra)
+    return run.summary(
+        checkpoint,
+        progress,
+        update,
+        interrupted,
+        policy=policy,
+        args=args,
+        obs_rms=obs_rms,
+        episode_stats=episode_means,
+        tetris_stats=game_stats,
+    )
 
 
 def main(argv=None) -> None:
-    try:
-        args = run.parse_args(Args, "ppo_puffer_async", argv, args_for)
-        if args.eval_checkpoint:
-            evaluate_checkpoint(args)
-        elif train(args)["interrupted"]:  # train() saved and said how to resume
-            raise SystemExit(run.EXIT_INTERRUPTED)
-    except (KeyboardInterrupt, WorkerError, *run.ONE_LINE_ERRORS) as e:  # Ctrl-C starting up or evaluating; bad flags
-        raise run.exit_for(e) from None
+    run.main("ppo_puffer_async", Args, args_for, train, evaluate_checkpoint, argv)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import torch
 import tyro
 
 from common import distributed
-from common.checkpoint import RunCheckpoint, SaveError, load_run_checkpoint
+from common.checkpoint import VALUE_LOSS_CONVENTION, RunCheckpoint, SaveError, load_run_checkpoint
 from common.logs import announce, finish_wandb, make_run_name, make_writer, start_wandb
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention: a calling script tells a stopped run from a finished one
@@ -66,6 +66,8 @@ RESUME_FLAGS = "total_timesteps device"
 
 
 def resolve_device(name: str) -> torch.device:
+    if name == "cpu" and torch.cuda.is_available():
+        print("note: torch sees a CUDA GPU and this run uses the CPU (--device cpu); pass --device cuda to use the GPU")
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
@@ -221,10 +223,22 @@ def open_run(
     if args.track and world.rank == 0:  # before the writer, whose scalars W&B syncs
         wandb_id = start_wandb(args, run_name, wandb_id)
     writer = make_writer(os.path.join("runs", run_name), args) if world.rank == 0 else None
-    about_run = dict(script=script, args=dataclasses.asdict(args), run_name=run_name, world_size=world.size)
-    about_run.update(num_updates=args.total_timesteps // update_size, wandb_id=wandb_id)
-    path, saved_step = os.path.join("runs", run_name, f"{script}.pt"), resumed and resumed["global_step"]
-    checkpoint = RunCheckpoint(path, update_size, world.rank == 0, saved_step, **about_run, **state)
+    path = os.path.join("runs", run_name, f"{script}.pt")
+    saved_step = resumed["global_step"] if resumed is not None else None
+    checkpoint = RunCheckpoint(
+        path,
+        update_size,
+        world.rank == 0,
+        saved_step,
+        script=script,
+        args=dataclasses.asdict(args),
+        run_name=run_name,
+        world_size=world.size,
+        num_updates=args.total_timesteps // update_size,
+        wandb_id=wandb_id,
+        value_loss=VALUE_LOSS_CONVENTION,
+        **state,
+    )
     updates = range(done + 1, args.total_timesteps // update_size + 1)
     announce(run_name, about, world, updates=updates, update_size=update_size, total=args.total_timesteps)
     return writer, checkpoint
@@ -289,6 +303,24 @@ def open_checkpoint(script: str, Args, args, required: tuple = ()):
     torch.set_num_threads(saved.torch_threads)
     torch.manual_seed(saved.seed + 10_000)  # sampled actions: the same evaluation every time
     return ckpt, saved, resolve_device(saved.device)
+
+
+def main(script: str, Args, args_for, train, evaluate_checkpoint, argv=None) -> None:
+    """Every script's main(): parse the command line, then evaluate a checkpoint (--eval-checkpoint) or train. Exits 0
+    when done, 130 when Ctrl-C stopped the training (train() saved and said how to resume), and with one line for
+    the errors a user can fix (exit_for)."""
+    try:
+        args = parse_args(Args, script, argv, args_for)
+        if args.eval_checkpoint:
+            evaluate_checkpoint(args)
+        elif train(args)["interrupted"]:
+            raise SystemExit(EXIT_INTERRUPTED)
+    except (KeyboardInterrupt, *ONE_LINE_ERRORS) as e:  # Ctrl-C starting up or evaluating; bad flags
+        raise exit_for(e) from None
+    except RuntimeError as e:
+        if not getattr(e, "env_worker", False):  # a bug: its traceback
+            raise
+        raise exit_for(e) from None  # a dead env worker (common/vector.WorkerError): one line
 
 
 def exit_for(error: BaseException) -> SystemExit:
