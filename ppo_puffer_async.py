@@ -39,6 +39,10 @@ from common.vector import WorkerError
 class Args(run.RunArgs):
     """PufferLib-style PPO. The defaults are Tetris's (90M agent steps); --env-id X --help shows env X's"""
 
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment, part of the run name"""
+    eval_episodes: int = 10
+    """envs per evaluation; every agent's first episode counts (so a multi-agent env gives several per env)"""
     env_id: str = "tetris"
     """tetris, mpe-spread, cartpole-novel or repeat-previous-easy (add --lstm), a Gymnasium id or a PettingZoo module"""
     env_kwargs: str = ""
@@ -278,7 +282,7 @@ class Policy(nn.Module):
     The policy head's output: a Categorical's logits (Discrete), one per dimension (MultiDiscrete), or a diagonal
     Gaussian's mean (Box), its log-std a parameter, as in CleanRL's ppo_continuous_action.py and SB3."""
 
-    def __init__(self, obs_dim: int, action_space, args: Args, kinds=None):
+    def __init__(self, obs_dim: int, action_space, args: Args):
         super().__init__()
         act = nn.Tanh if args.activation == "tanh" else nn.ReLU
         hidden_size = args.hidden_size
@@ -302,8 +306,6 @@ class Policy(nn.Module):
         # --separate-critic: the value loss shapes only the critic's own features (as in CleanRL's and SB3's MuJoCo
         # agents). Drawn last, so a shared policy's initial weights are what they were before the flag.
         self.critic_encoder = encoder() if args.separate_critic else None
-        # Agents of two or more kinds: which of the head's outputs are each kind's (saved: the kinds' layout)
-        self.register_buffer("action_masks", None if kinds is None else torch.as_tensor(kinds.masks))
 
     def initial_state(self, n: int, device: torch.device):
         """The recurrent state (h, c) of n fresh episodes: zeros; None without --lstm."""
@@ -352,17 +354,9 @@ class Policy(nn.Module):
             hidden = torch.cat(outputs, 1)
         return self.actor(hidden), self.value(obs, hidden)
 
-    def action_mask(self, obs):
-        """Agents of two or more kinds: each row's own actions (or Box dimensions) of the shared head, told by the kind
-        one-hot that ends its observation (common/puffer_envs.AgentKinds); None for agents of one kind."""
-        return (
-            None
-            if self.action_masks is None or obs is None
-            else self.action_masks[obs[..., -len(self.action_masks) :].argmax(-1)]
-        )
-
-    # The masks act here, where the distribution is made (`obs`: its rows'): an agent's missing actions get -inf logits,
-    # never sampled nor scored; a Gaussian's padded dimensions are left out of whole actions' terms. One kind: no mask.
+    # Agents of two or more kinds share one head: `mask` (the rows' action masks, from the env, or None: every agent
+    # has every action) acts here, where the distribution is made. An agent's missing actions get -inf logits, never
+    # sampled nor scored; a Gaussian's padded dimensions are left out of whole actions' terms.
     def logits(self, out: torch.Tensor, mask=None) -> torch.Tensor:
         """Discrete: the head's output; MultiDiscrete: (..., dimensions, widest n), each padded with -inf."""
         if self.nvec is None:
@@ -378,33 +372,33 @@ class Policy(nn.Module):
             return terms
         return (terms if mask is None else terms * mask).sum(-1)
 
-    def distribution(self, out: torch.Tensor, obs=None):
-        """(the distribution of the head's output `out`, the action mask of its rows' `obs`)."""
-        mask = self.action_mask(obs)
+    def distribution(self, out: torch.Tensor, mask=None):
+        """The distribution of the head's output `out` (its rows' action `mask`, or None)."""
         if self.log_std is not None:
-            return Normal(out, self.log_std.exp(), validate_args=False), mask
-        return Categorical(logits=self.logits(out, mask), validate_args=False), mask
+            return Normal(out, self.log_std.exp(), validate_args=False)
+        return Categorical(logits=self.logits(out, mask), validate_args=False)
 
-    def logprob_and_entropy(self, out: torch.Tensor, actions: torch.Tensor, obs=None):
-        dist, mask = self.distribution(out, obs)
+    def logprob_and_entropy(self, out: torch.Tensor, actions: torch.Tensor, mask=None):
+        dist = self.distribution(out, mask)
         return self.whole(dist.log_prob(actions), out, mask), self.whole(dist.entropy(), out, mask)
 
-    def sample(self, out: torch.Tensor, obs=None):
+    def sample(self, out: torch.Tensor, mask=None):
         """(actions, their logprobs). A Gaussian's logprob is that of the action as drawn; only the env sees it
         clipped to the bounds (to_env): the update must score the same action the rollout scored."""
-        dist, mask = self.distribution(out, obs)
+        dist = self.distribution(out, mask)
         actions = dist.sample()
         return actions, self.whole(dist.log_prob(actions), out, mask)
 
-    def choose(self, out: torch.Tensor, eval_actions="greedy", obs=None) -> torch.Tensor:
+    def choose(self, out: torch.Tensor, eval_actions="greedy", mask=None) -> torch.Tensor:
         """Evaluation's action: the most likely one (the Gaussian's mean, each categorical's argmax), or sampled."""
         if eval_actions == "sampled":
-            return self.sample(out, obs)[0]
-        return out if self.log_std is not None else self.logits(out, self.action_mask(obs)).argmax(-1)
+            return self.sample(out, mask)[0]
+        return out if self.log_std is not None else self.logits(out, mask).argmax(-1)
 
-    def action_std(self) -> float:
-        """The Gaussian's std, mean over each kind's own dimensions: how much the policy still explores."""
-        weights = torch.ones_like(self.log_std) if self.action_masks is None else self.action_masks
+    def action_std(self, kind_masks=None) -> float:
+        """The Gaussian's std, mean over each kind's own dimensions (`kind_masks`: kinds x dimensions, or None for
+        agents of one kind): how much the policy still explores."""
+        weights = torch.ones_like(self.log_std) if kind_masks is None else torch.as_tensor(kind_masks)
         return ((self.log_std.exp() * weights).sum() / weights.sum()).item()
 
 
@@ -415,7 +409,7 @@ class Experience:
     plays on unstored until all are full). `next_row[s]`: the agent's next row (-1: none); `next_value[s]`: V after its
     last step. LSTM (`state_size`): each agent's (h, c), each row's first (h, c), `starts[s, t]`: reset before t."""
 
-    def __init__(self, segments, horizon, num_agents, obs_dim, device, *, action_space=None, state_size=0):
+    def __init__(self, segments, horizon, num_agents, obs_dim, device, *, action_space=None, state_size=0, mask_size=0):
         # numpy: a step writes a few numbers per agent, which numpy does several times faster than torch on arrays
         # this small (a2c_cartpole.py's storage too); the update views them as tensors (tensors(): on the CPU, no copy)
         self.segments = segments
@@ -435,6 +429,8 @@ class Experience:
         self.starts = np.zeros(shape, bool)
         self.next_value = np.zeros(segments, np.float32)
         self.next_row = np.full(segments, -1, np.int64)
+        # Agents of two or more kinds (`mask_size`: the head's outputs): which actions were each step's agent's own
+        self.action_masks = np.zeros(shape + (mask_size,), bool) if mask_size else None
         self.row = np.zeros(num_agents, dtype=np.int64)  # -1: no free row left this rollout
         self.pos = np.zeros(num_agents, dtype=np.int64)
         self.pending = np.zeros(num_agents, dtype=bool)  # a stored step awaits its reward
@@ -450,6 +446,7 @@ class Experience:
         names = "obs actions logprobs values rewards terminals truncations masks starts next_value next_row".split()
         batch = {name: torch.as_tensor(getattr(self, name), device=device) for name in names}
         batch["initial_state"] = self.initial_state
+        batch["action_masks"] = None if self.action_masks is None else torch.as_tensor(self.action_masks, device=device)
         if self.state is None:  # no LSTM
             batch["starts"] = None
         return batch
@@ -485,7 +482,9 @@ class Experience:
             self.full_rows += n
         self.pending[agents] = False
 
-    def store_steps(self, agents, store, *, obs, actions, logprobs, values, masks, starts=None, state=None) -> None:
+    def store_steps(
+        self, agents, store, *, obs, actions, logprobs, values, masks, starts=None, state=None, action_masks=None
+    ) -> None:
         """Stores the steps just taken by the agents where `store` is True (numpy arrays; LSTM: the (h, c) each started
         from, tensors)."""
         agents = agents[store]
@@ -496,6 +495,8 @@ class Experience:
         self.logprobs[rows, pos] = logprobs[store]
         self.values[rows, pos] = values[store]
         self.masks[rows, pos] = masks[store]
+        if action_masks is not None:
+            self.action_masks[rows, pos] = action_masks[store]
         if state is not None:
             self.starts[rows, pos] = starts[store]
             first = torch.as_tensor(pos == 0)  # a row starts here: it is replayed from this state
@@ -505,18 +506,16 @@ class Experience:
 
 
 class EpisodeStats:
-    """Which steps are real transitions (only those are counted and stored) and which observations begin an episode
-    (an LSTM's state restarts there). "same_step" autoreset (our Tetris): the observation after an end is the next
-    episode's (the last one: `vecenv.final_observations`); "next_step" (PufferLib's emulation): it IS the last one,
-    its action is ignored, the next recv brings a reset observation with reward 0, no transition. `gamma`: then
-    `reward_scaler` tracks each agent's discounted return (--norm-reward divides by its std)."""
+    """Each agent's episodes as the env reports them (common/puffer_envs.py's contract: an episode ends and the next
+    begins in the same step), and which observations begin one (an LSTM's state restarts there): the one that comes
+    with an end, and the one an absent agent returns with. A reward counts for an agent that acted on its last
+    observation (mask True: absent agents act on nothing). `gamma`: then `reward_scaler` tracks each agent's
+    discounted return (--norm-reward divides by its std)."""
 
-    def __init__(self, num_agents: int, autoreset: str, gamma=None):
-        self.next_step_reset = autoreset == "next_step"
+    def __init__(self, num_agents: int, gamma=None):
         self.reward_scaler = RewardScaler(num_agents, gamma) if gamma is not None else None
         self.log = EpisodeLog(num_agents)
-        self.acting = np.zeros(num_agents, dtype=bool)  # the last action sent was a real step
-        self.ended = np.zeros(num_agents, dtype=bool)  # the last observation ended an episode
+        self.acting = np.zeros(num_agents, dtype=bool)  # the agent acted on its last observation
 
     def update(self, agents, rewards, dones, masks):
         """Counts this recv's rewards; (the agents whose episode ended, per agent: this observation starts one)."""
@@ -525,10 +524,8 @@ class EpisodeStats:
         ended = self.log.add(acted, rewards[acting], dones[acting])
         if self.reward_scaler is not None and len(acted):
             self.reward_scaler.track(acted, rewards[acting], dones[acting])
-        starting = self.ended[agents] if self.next_step_reset else dones
-        self.ended[agents] = dones
-        # An emulated episode's last observation is no state to act in; absent agents (mask False) act on nothing.
-        self.acting[agents] = masks & ~dones if self.next_step_reset else masks
+        starting = dones | (masks & ~acting)
+        self.acting[agents] = masks
         return ended, starting
 
 
@@ -538,7 +535,6 @@ def rollout(vecenv, policy, experience, episodes, *, gamma, reward_scale, reward
     episode could have gone on. Rewards are times `reward_scale` (--norm-reward's 1 / std: fixed for the rollout and
     unclipped, unlike a2c_cartpole.py's per step and clipped at 10, as SB3's, so every reward an update learns from is
     in one unit), clamped to +-`reward_clamp` if given (PufferLib always clamps to 1)."""
-    next_step_reset = vecenv.autoreset == "next_step"
     infos = []
     experience.reset()
     while experience.full_rows < experience.segments:
@@ -549,8 +545,8 @@ def rollout(vecenv, policy, experience, episodes, *, gamma, reward_scale, reward
         start = time.perf_counter()
         infos.extend(step_infos)
         agents = np.asarray(agents)
-        dones = terminals | truncations
-        _, starting = episodes.update(agents, rewards, dones, masks)
+        _, starting = episodes.update(agents, rewards, terminals | truncations, masks)
+        action_masks = None if vecenv.action_masks is None else vecenv.action_masks[agents]
         with torch.inference_mode():
             obs_t = torch.as_tensor(obs, device=device, dtype=torch.float32)
             carried = None
@@ -566,7 +562,7 @@ def rollout(vecenv, policy, experience, episodes, *, gamma, reward_scale, reward
                     f"the value of an observation became {values[~torch.isfinite(values)][0].item()} in the rollout: "
                     "the env returned a non-finite observation, or the weights are no longer finite"
                 )
-            actions, logprobs = policy.sample(out, obs_t)
+            actions, logprobs = policy.sample(out, None if action_masks is None else torch.as_tensor(action_masks))
             if policy.lstm is not None:
                 for stored, new in zip(experience.state, next_state):
                     stored[agents_t] = new
@@ -580,15 +576,12 @@ def rollout(vecenv, policy, experience, episodes, *, gamma, reward_scale, reward
             if reward_clamp is not None:
                 pending_rewards = np.clip(pending_rewards, -reward_clamp, reward_clamp)
             truncated = truncations[pending]
-            if truncated.any():
-                if next_step_reset:  # this recv's observation is the final one: its value is already here
-                    final_values = values[pending][truncated]
-                else:  # from the final observation, with the memory of the episode it ended
-                    final_obs = vecenv.final_observations[agents[pending][truncated]]
-                    final_obs = torch.as_tensor(final_obs, device=device, dtype=torch.float32)
-                    ended = torch.as_tensor(np.flatnonzero(pending)[truncated])
-                    with torch.inference_mode():
-                        final_values = policy.step(final_obs, take(carried, ended))[1].cpu().numpy()
+            if truncated.any():  # V(final observation), with the memory of the episode it ended
+                final_obs = vecenv.final_observations[agents[pending][truncated]]
+                final_obs = torch.as_tensor(final_obs, device=device, dtype=torch.float32)
+                ended = torch.as_tensor(np.flatnonzero(pending)[truncated])
+                with torch.inference_mode():
+                    final_values = policy.step(final_obs, take(carried, ended))[1].cpu().numpy()
                 pending_rewards[truncated] += gamma * final_values
             experience.finish_steps(
                 agents[pending],
@@ -598,11 +591,8 @@ def rollout(vecenv, policy, experience, episodes, *, gamma, reward_scale, reward
                 values[pending],
             )
 
-        # The observation that ends an emulated episode is not acted on, so it is no step. Absent agents'
-        # steps (mask False) are stored, flagged, and carry no loss.
+        # Absent agents' steps (mask False) are stored, flagged, and carry no loss.
         store = experience.row[agents] >= 0
-        if next_step_reset:
-            store &= ~(dones & masks)
         if store.any():
             experience.store_steps(
                 agents,
@@ -614,6 +604,7 @@ def rollout(vecenv, policy, experience, episodes, *, gamma, reward_scale, reward
                 masks=masks,
                 starts=starting,
                 state=state,
+                action_masks=action_masks,
             )
         actions_np = to_env(actions, vecenv.single_action_space)
         timers["inference"] += time.perf_counter() - start
@@ -741,7 +732,7 @@ def evaluate(policy: Policy, args: Args, obs_rms, *, episodes: int, seed: int, d
     if obs_rms is not None:
         vecenv = NormalizedObservations(vecenv, obs_rms, frozen=True)
     kinds = vecenv.kinds
-    ends = EpisodeStats(vecenv.num_agents, vecenv.autoreset)
+    ends = EpisodeStats(vecenv.num_agents)
     infos = []
     frames = []
     first_return = np.full(vecenv.num_agents, np.nan)
@@ -758,7 +749,8 @@ def evaluate(policy: Policy, args: Args, obs_rms, *, episodes: int, seed: int, d
             obs, rewards, terminals, truncations, step_infos, agents, masks = vecenv.recv()
             infos.extend(step_infos)
             ended_before = len(ends.log.returns)
-            ended, starting = ends.update(np.asarray(agents), rewards, terminals | truncations, masks)
+            agents = np.asarray(agents)
+            ended, starting = ends.update(agents, rewards, terminals | truncations, masks)
             for agent, ret, length in zip(ended, ends.log.returns[ended_before:], ends.log.lengths[ended_before:]):
                 if np.isnan(first_return[agent]):
                     first_return[agent] = ret
@@ -771,10 +763,12 @@ def evaluate(policy: Policy, args: Args, obs_rms, *, episodes: int, seed: int, d
                     state = tuple(x * keep for x in state)
                 obs = torch.as_tensor(obs, device=device, dtype=torch.float32)
                 out, _, state = policy.step(obs, state)
-            actions = to_env(policy.choose(out, args.eval_actions, obs).cpu().numpy(), vecenv.single_action_space)
+                action_masks = None if vecenv.action_masks is None else torch.as_tensor(vecenv.action_masks[agents])
+                actions = policy.choose(out, args.eval_actions, action_masks)
+            actions = to_env(actions.cpu().numpy(), vecenv.single_action_space)
             if opponents:
-                random = ~trained[np.asarray(agents)]
-                actions[random] = kinds.random_actions(vecenv.agent_kinds[np.asarray(agents)][random], rng)
+                random = ~trained[agents]
+                actions[random] = kinds.random_actions(vecenv.agent_kinds[agents][random], rng)
             vecenv.send(actions)
         save_video(frames, videos, puffer_envs.frame_rate(vecenv))
     finally:
@@ -805,7 +799,7 @@ def evaluate_checkpoint(args: Args) -> dict:
         args.env_id, args.num_envs, args.seed, max_ticks=args.max_ticks, env_kwargs=args.env_kwargs, teams=args.teams
     )
     validate_args(args, probe)
-    policy = Policy(probe.single_observation_space.shape[0], probe.single_action_space, args, probe.kinds).to(device)
+    policy = Policy(probe.single_observation_space.shape[0], probe.single_action_space, args).to(device)
     probe.close()
     run.load_weights(policy, ckpt, "--eval-checkpoint", args.eval_checkpoint)
     if args.render:
@@ -862,10 +856,10 @@ def train(args: Args) -> dict:
     segments = batch_size // args.horizon  # buffer rows per rank
     obs_dim = vecenv.single_observation_space.shape[0]
     action_space = vecenv.single_action_space
-    policy = Policy(obs_dim, action_space, args, vecenv.kinds).to(device)
+    policy = Policy(obs_dim, action_space, args).to(device)
     # foreach: each op of Adam's step on all the tensors at once, not torch's CPU loop: the same steps, faster
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5, foreach=True)
-    episodes = EpisodeStats(vecenv.num_agents, vecenv.autoreset, args.gamma if args.norm_reward else None)
+    episodes = EpisodeStats(vecenv.num_agents, args.gamma if args.norm_reward else None)
     torch.set_num_threads(args.torch_threads)  # (the Tetris default gives torch both cores)
     update_size = batch_size * world.size  # agent steps per update, all ranks together
     num_updates = run.count_updates(args.total_timesteps, update_size, world.size, resumed)
@@ -894,6 +888,7 @@ def train(args: Args) -> dict:
         device,
         action_space=action_space,
         state_size=args.lstm_hidden_size if args.lstm else 0,
+        mask_size=0 if vecenv.action_masks is None else vecenv.action_masks.shape[1],
     )
     vecenv.async_reset(seed + 1_000_000 * start_update)  # a resumed run plays fresh episodes
     timers = dict(env=0.0, inference=0.0, learn=0.0)
@@ -955,7 +950,8 @@ def train(args: Args) -> dict:
                     initial_state = take(batch["initial_state"], rows)  # the LSTM's (h, c) where each row began
                     starts = take(batch["starts"], rows)
                     out, new_values = policy.unroll(obs, initial_state, starts, args.burn_in, args.tbptt)
-                    new_logprobs, entropy = policy.logprob_and_entropy(out, batch["actions"][rows], obs)
+                    action_masks = take(batch["action_masks"], rows)  # agents of two or more kinds: their own actions
+                    new_logprobs, entropy = policy.logprob_and_entropy(out, batch["actions"][rows], action_masks)
                     mb_masks = masks[rows]
                     if args.burn_in:  # burn-in steps only warm the state up
                         mb_masks[:, : args.burn_in] = 0.0
@@ -1006,7 +1002,7 @@ def train(args: Args) -> dict:
             for key, value in rates.items():  # learning_rate, ent_coef, prio_beta
                 scalars[f"charts/{key}"] = value
             if policy.log_std is not None:  # the Gaussian's std, mean over the action's dimensions: how it explores
-                scalars["charts/action_std"] = policy.action_std()
+                scalars["charts/action_std"] = policy.action_std(None if vecenv.kinds is None else vecenv.kinds.masks)
             for key, value in timers.items():
                 scalars[f"perf/{key}_time_frac"] = value / sum(timers.values())
             scalars["charts/SPS"] = progress.sps(global_step)

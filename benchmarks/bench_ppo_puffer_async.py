@@ -60,7 +60,7 @@ def rollout_sps(env_id, backend, async_factor, num_workers, seconds):
         experience = ppo_puffer_async.Experience(
             vecenv.num_agents, args.horizon, vecenv.num_agents, obs_dim, torch.device("cpu")
         )
-        stats = ppo_puffer_async.EpisodeStats(vecenv.num_agents, vecenv.autoreset)
+        stats = ppo_puffer_async.EpisodeStats(vecenv.num_agents)
         timers = dict(env=0.0, inference=0.0)
         vecenv.async_reset(1)
         flags = dict(gamma=0.99, reward_scale=1.0, reward_clamp=None, device=torch.device("cpu"), timers=timers)

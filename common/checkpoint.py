@@ -83,7 +83,8 @@ def describe_unreadable(path: str, error: Exception) -> str:
 def load_run_checkpoint(path: str, script: str, flag: str, resume: bool, required=()) -> dict:
     """A checkpoint `script` saved, for `flag` (--resume needs the whole run, --eval-checkpoint the model and its
     flags); anything else is one line that names the flag, and the right script when another one wrote the file."""
-    payload, keys = None, (RESUME_KEYS.split() if resume else ["model", "args"]) + list(required)
+    payload = None
+    keys = (RESUME_KEYS.split() if resume else ["model", "args"]) + list(required)
     if os.path.isdir(path):
         problem = f"checkpoint {path} is a directory, not a file"
     elif not os.path.isfile(path) or not os.access(path, os.R_OK):
@@ -109,6 +110,8 @@ def load_run_checkpoint(path: str, script: str, flag: str, resume: bool, require
         # Saved when these two scripts' value loss was the squared error itself: the same loss is twice that vf_coef
         # with today's 0.5 x squared error (a power of two, so the resumed run learns exactly as it would have).
         payload["args"]["vf_coef"] = 2 * payload["args"]["vf_coef"]
+        # and ppo_puffer_async.py's policy kept the kinds' action masks, which the env now hands over with each step
+        payload["model"].pop("action_masks", None)
     return payload
 
 
@@ -118,7 +121,10 @@ class RunCheckpoint:
     script's line; this only writes, atomically, and keeps the step of the last good file."""
 
     def __init__(self, path: str, update_size: int, main: bool = True, saved_step=None, **entries):
-        self.path, self.update_size, self.main, self.saved_step = path, update_size, main, saved_step
+        self.path = path
+        self.update_size = update_size
+        self.main = main
+        self.saved_step = saved_step
         self.run_dir = os.path.dirname(path)
         self.entries = entries
 

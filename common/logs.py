@@ -41,12 +41,19 @@ def announce(run_name: str, describe: str, world, *, updates: range, update_size
     """Rank 0 says what runs, where it logs, and the total rounded down to whole updates if it was."""
     if world.rank != 0:
         return
-    last, ranks = updates.stop - 1, f" ({world.size} ranks x {update_size // world.size:,})" if world.size > 1 else ""
-    print(f"run {run_name}: {describe}; updates {updates.start}..{last} of {update_size:,} agent steps{ranks}; "
-          "tensorboard --logdir runs", flush=True)  # fmt: skip
+    last = updates.stop - 1
+    ranks = f" ({world.size} ranks x {update_size // world.size:,})" if world.size > 1 else ""
+    print(
+        f"run {run_name}: {describe}; updates {updates.start}..{last} of {update_size:,} agent steps{ranks}; "
+        "tensorboard --logdir runs",
+        flush=True,
+    )
     if last * update_size != total:
-        print(f"training to step {last * update_size:,}: {last:,} updates of {update_size:,} agent steps "
-              f"(--total-timesteps {total:,} rounded down to whole updates)", flush=True)  # fmt: skip
+        print(
+            f"training to step {last * update_size:,}: {last:,} updates of {update_size:,} agent steps "
+            f"(--total-timesteps {total:,} rounded down to whole updates)",
+            flush=True,
+        )
 
 
 def log_eval(writer, result: dict, step: int):
@@ -67,8 +74,11 @@ def print_end(interrupted: bool, checkpoint, progress, step: int, eval_text: str
     if not checkpoint.main:
         return
     if interrupted:
-        print(f"interrupted at step {step:,}: saved {checkpoint.path}, envs closed; continue with --resume "
-              f"{checkpoint.path}", flush=True)  # fmt: skip
+        print(
+            f"interrupted at step {step:,}: saved {checkpoint.path}, envs closed; continue with --resume "
+            f"{checkpoint.path}",
+            flush=True,
+        )
     else:
         print(f"done: {progress.summary(step)}, {eval_text}; saved {checkpoint.path}", flush=True)
 
@@ -79,9 +89,13 @@ class Progress:
     only every `quiet_interval` seconds."""
 
     def __init__(self, total_steps: int, start_step: int = 0, interval: float = 5.0, quiet_interval: float = 60.0):
-        self.total_steps, self.start_step = total_steps, start_step
+        self.total_steps = total_steps
+        self.start_step = start_step
         self.interval = interval if sys.stdout.isatty() else quiet_interval
-        self.start_time, self.paused_time, self.last_print, self.fields = time.perf_counter(), 0.0, 0.0, {}
+        self.start_time = time.perf_counter()
+        self.paused_time = 0.0
+        self.last_print = 0.0
+        self.fields = {}
 
     @contextlib.contextmanager
     def paused(self):
@@ -117,11 +131,16 @@ def format_field(key: str, value) -> str:
 
 
 def report(title: str, stats: dict) -> None:
-    """An evaluation's per-episode stats as mean +/- std, one line each (no spread for one episode)."""
+    """An evaluation's per-episode stats as mean +/- std and the mean's standard error over the n episodes, one line
+    each (no spread for one value): whether a difference, e.g. a team against random play, is more than noise."""
     print(title)
+    width = max(14, *map(len, stats))
     for key, values in stats.items():
-        spread = f" +/- {values.std():.2f}" if len(values) > 1 else ""
-        print(f"  {key:<{max(14, *map(len, stats))}} {values.mean():10.2f}{spread}")
+        spread = ""
+        if len(values) > 1:
+            standard_error = values.std(ddof=1) / np.sqrt(len(values))
+            spread = f" +/- {values.std():.2f} (s.e. {standard_error:.2f}, n {len(values)})"
+        print(f"  {key:<{width}} {values.mean():10.2f}{spread}")
 
 
 # ----- watching the agent: videos and GIFs, and Weights & Biases -----
@@ -161,8 +180,16 @@ def start_wandb(args, run_name: str, wandb_id=None) -> str:
 
     resume = "allow" if wandb_id else None
     config = dataclasses.asdict(args)
-    wandb_run = wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, name=run_name, id=wandb_id,
-                           resume=resume, config=config, sync_tensorboard=True, save_code=True)  # fmt: skip
+    wandb_run = wandb.init(
+        project=args.wandb_project_name,
+        entity=args.wandb_entity,
+        name=run_name,
+        id=wandb_id,
+        resume=resume,
+        config=config,
+        sync_tensorboard=True,
+        save_code=True,
+    )
     return wandb_run.id
 
 

@@ -1,6 +1,10 @@
 """Every env kind of ppo_puffer_async.py behind one PufferLib-style vector env (common/vector.py's protocol:
-async_reset, recv, send): our Tetris natively, Gymnasium envs and PettingZoo parallel envs through
-pufferlib.emulation, and two memory tasks for --lstm."""
+async_reset, recv, send) and one contract: our Tetris natively, Gymnasium envs (two memory tasks for --lstm among them)
+and PettingZoo parallel envs as env objects of our own. Every env resets in the same step an episode ends: the
+observation returned with `terminal | truncation` is the next episode's first, the step's reward and flags are the
+ending step's, and the episode's last observation is in `vecenv.final_observations` (shared memory), to bootstrap a
+truncation from. `masks` says which agents act on this observation; `vecenv.action_masks` which of the (padded)
+actions are each agent's own."""
 
 import ast
 import functools
@@ -12,7 +16,7 @@ from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
-import pufferlib.emulation
+import pufferlib
 
 from common import vector
 from common.gym_envs import check_gym_env, check_observation_space, make_flat_env
@@ -20,11 +24,105 @@ from common.normalize import RunningMeanStd, normalize_obs
 from common.tetris import Tetris, tetris_sharing_final_obs
 
 
-def _gymnasium_env(make_env, buf=None, seed=0):
-    """One Gymnasium env (built by `make_env()`) through pufferlib.emulation. Emulation resets on the NEXT
-    send: the step that ends an episode returns the true final observation, the step after it the reset
-    observation with reward 0, which is no transition at all (the learner must skip it)."""
-    return pufferlib.emulation.GymnasiumPufferEnv(env_creator=make_env, buf=buf, seed=seed)
+def final_observation_rows(final_obs_buffer, slot: int, num_agents: int, obs_shape: tuple) -> np.ndarray:
+    """Env object `slot`'s rows of the vecenv's final observations (its own array when there is no shared buffer)."""
+    if final_obs_buffer is None:
+        return np.zeros((num_agents, *obs_shape), np.float32)
+    rows = np.frombuffer(final_obs_buffer, dtype=np.float32).reshape(-1, *obs_shape)
+    return rows[slot * num_agents : (slot + 1) * num_agents]
+
+
+class SameStepGymEnv:
+    """One Gymnasium env (built by `make_env()`, observations a vector) as an env object of common/vector.py that
+    resets in the step that ends an episode, as our Tetris does: the observation returned with `terminal |
+    truncation` is the next episode's first and the last one goes to `final_observations`. (pufferlib.emulation
+    resets on the next step instead, returning a reset observation with reward 0 that is no transition at all.)"""
+
+    def __init__(self, make_env, final_obs_buffer=None, slot=0, buf=None, seed=0):
+        self.env = make_env()
+        self.single_observation_space = self.env.observation_space
+        self.single_action_space = self.env.action_space
+        self.num_agents = 1
+        self.done = False  # never: the vecenv need not reset it (common/vector.py)
+        pufferlib.set_buffers(self, buf)
+        obs_shape = self.single_observation_space.shape
+        self.final_observations = final_observation_rows(final_obs_buffer, slot, 1, obs_shape)
+
+    def reset(self, seed=None):
+        self.observations[0], _ = self.env.reset(seed=seed)
+        self.rewards[0] = 0.0
+        self.terminals[0] = False
+        self.truncations[0] = False
+        self.masks[0] = True
+        return self.observations, []
+
+    def step(self, actions):
+        obs, reward, terminated, truncated, _ = self.env.step(actions[0])
+        self.rewards[0] = reward
+        self.terminals[0] = terminated
+        self.truncations[0] = truncated
+        if terminated or truncated:
+            self.final_observations[0] = obs
+            obs, _ = self.env.reset()
+        self.observations[0] = obs
+        return self.observations, self.rewards, self.terminals, self.truncations, []
+
+    def close(self):
+        self.env.close()
+
+
+class SameStepAgents:
+    """One PettingZoo parallel env (built by `make_env()`, every agent's observation a vector of one width) as an env
+    object of common/vector.py: agent i of `possible_agents` is row i. As SameStepGymEnv, it resets in the step in
+    which the last agent's episode ends. An agent whose episode ends while others play on keeps that step's reward and
+    flags, its last observation goes to `final_observations`, and it is absent (mask False, observation zeros) until
+    the env resets."""
+
+    def __init__(self, make_env, final_obs_buffer=None, slot=0, buf=None, seed=0):
+        self.env = make_env()
+        self.agents = list(self.env.possible_agents)
+        self.single_observation_space = self.env.observation_space(self.agents[0])
+        self.single_action_space = self.env.action_space(self.agents[0])
+        self.num_agents = len(self.agents)
+        self.done = False  # never: the vecenv need not reset it (common/vector.py)
+        pufferlib.set_buffers(self, buf)
+        obs_shape = self.single_observation_space.shape
+        self.final_observations = final_observation_rows(final_obs_buffer, slot, self.num_agents, obs_shape)
+
+    def observe(self, obs: dict) -> None:
+        """Each agent's observation into its row; an agent with none is absent (mask False)."""
+        for i, agent in enumerate(self.agents):
+            present = agent in obs
+            self.observations[i] = obs[agent] if present else 0
+            self.masks[i] = present
+
+    def reset(self, seed=None):
+        obs, _ = self.env.reset(seed=seed)
+        self.observe(obs)
+        self.rewards[:] = 0.0
+        self.terminals[:] = False
+        self.truncations[:] = False
+        return self.observations, []
+
+    def step(self, actions):
+        acting = {agent: actions[i] for i, agent in enumerate(self.agents) if agent in self.env.agents}
+        obs, rewards, terminations, truncations, _ = self.env.step(acting)
+        self.observe(obs)
+        for i, agent in enumerate(self.agents):
+            self.rewards[i] = rewards.get(agent, 0.0)
+            self.terminals[i] = terminations.get(agent, False)
+            self.truncations[i] = truncations.get(agent, False)
+            if (self.terminals[i] or self.truncations[i]) and agent in obs:
+                self.final_observations[i] = obs[agent]
+                self.observations[i] = 0  # its episode is over: absent until the env resets
+                self.masks[i] = False
+        if not self.env.agents:  # every agent's episode has ended: the next one begins in this step
+            obs, _ = self.env.reset()
+            self.observe(obs)
+        return self.observations, self.rewards, self.terminals, self.truncations, []
+
+    def close(self):
+        self.env.close()
 
 
 def make_cartpole_novel() -> gym.Env:
@@ -62,10 +160,12 @@ class NormalizedObservations:
     them. Agents of two or more kinds: see KindStatistics."""
 
     def __init__(self, vecenv, obs_rms=None, frozen=False):
-        self.vecenv, self.frozen = vecenv, frozen
+        self.vecenv = vecenv
+        self.frozen = frozen
         if obs_rms is None or isinstance(obs_rms, dict):  # new, or a checkpoint's state of them
             shape = vecenv.single_observation_space.shape
-            state, obs_rms = obs_rms, RunningMeanStd(shape) if vecenv.kinds is None else KindStatistics(vecenv.kinds)
+            state = obs_rms
+            obs_rms = RunningMeanStd(shape) if vecenv.kinds is None else KindStatistics(vecenv.kinds)
             if state is not None:
                 obs_rms.load_state_dict(state)
         self.obs_rms = obs_rms
@@ -93,7 +193,8 @@ class KindStatistics:
     Used as NormalizedObservations' `obs_rms` (the kind of a row is read from its one-hot)."""
 
     def __init__(self, kinds):
-        self.widths, self.rms = kinds.obs_widths, [RunningMeanStd((width,)) for width in kinds.obs_widths]
+        self.widths = kinds.obs_widths
+        self.rms = [RunningMeanStd((width,)) for width in kinds.obs_widths]
 
     def update(self, obs: np.ndarray) -> None:
         kind = obs[:, -len(self.rms) :].argmax(1)
@@ -102,7 +203,8 @@ class KindStatistics:
                 rms.update(obs[kind == k, :width])
 
     def normalize(self, obs: np.ndarray) -> np.ndarray:
-        out, kind = obs.astype(np.float32), obs[:, -len(self.rms) :].argmax(1)
+        out = obs.astype(np.float32)
+        kind = obs[:, -len(self.rms) :].argmax(1)
         for k, (width, rms) in enumerate(zip(self.widths, self.rms)):
             out[kind == k, :width] = normalize_obs(obs[kind == k, :width], rms)
         return out
@@ -120,8 +222,11 @@ class EpisodeLog:
     script's decision), `pop` the episodes finished since the last pop (returns, lengths, the agents')."""
 
     def __init__(self, num_agents: int):
-        self.ep_return, self.ep_length = np.zeros(num_agents), np.zeros(num_agents, dtype=np.int64)
-        self.returns, self.lengths, self.agents = [], [], []
+        self.ep_return = np.zeros(num_agents)
+        self.ep_length = np.zeros(num_agents, dtype=np.int64)
+        self.returns = []
+        self.lengths = []
+        self.agents = []
 
     def add(self, agents, rewards, dones):
         """One real step of each of `agents`; returns those whose episode it ended."""
@@ -131,11 +236,15 @@ class EpisodeLog:
         self.returns.extend(self.ep_return[ended])
         self.lengths.extend(self.ep_length[ended])
         self.agents.extend(ended.tolist())
-        self.ep_return[ended], self.ep_length[ended] = 0.0, 0
+        self.ep_return[ended] = 0.0
+        self.ep_length[ended] = 0
         return ended
 
     def pop(self):
-        popped, self.returns, self.lengths, self.agents = (self.returns, self.lengths, self.agents), [], [], []
+        popped = (self.returns, self.lengths, self.agents)
+        self.returns = []
+        self.lengths = []
+        self.agents = []
         return popped
 
 
@@ -143,7 +252,8 @@ def kind_means(tag: str, values, agents, vecenv) -> dict:
     """{tag/<kind>: the mean of each kind's values} (values of `agents`) for agents of two or more kinds; {} else."""
     if vecenv.kinds is None or not len(values):
         return {}
-    values, of = np.asarray(values, dtype=np.float64), vecenv.agent_kinds[np.asarray(agents, dtype=np.int64)]
+    values = np.asarray(values, dtype=np.float64)
+    of = vecenv.agent_kinds[np.asarray(agents, dtype=np.int64)]
     return {f"{tag}/{name}": values[of == k].mean() for k, name in enumerate(vecenv.kinds.names) if (of == k).any()}
 
 
@@ -230,8 +340,10 @@ def agent_kinds(env_id: str, spaces: dict, teams: str = "") -> "AgentKinds | Non
     discrete = all(isinstance(space, gym.spaces.Discrete) for space in actions)
     if not (discrete or all(isinstance(space, gym.spaces.Box) and len(space.shape) == 1 for space in actions)):
         acting = ", ".join(f"{name}: {space}" for name, space in zip(names, actions))
-        raise ValueError(f"--env-id {env_id}: its kinds of agent act in different kinds of space ({acting}); one "
-                         "policy acts for all of them in Discrete or in 1-D Box actions only")  # fmt: skip
+        raise ValueError(
+            f"--env-id {env_id}: its kinds of agent act in different kinds of space ({acting}); one "
+            "policy acts for all of them in Discrete or in 1-D Box actions only"
+        )
     sizes = [int(space.n) if discrete else space.shape[0] for space in actions]
     masks = np.arange(max(sizes))[None, :] < np.array(sizes)[:, None]
     if discrete:
@@ -255,7 +367,8 @@ class PaddedAgents:
     each agent's own given to the env (a Box's first dimensions, clipped to the agent's bounds)."""
 
     def __init__(self, make_env, kinds: AgentKinds):
-        self.env, self.kinds = make_env(), kinds
+        self.env = make_env()
+        self.kinds = kinds
         self.spaces = {agent: self.env.observation_space(agent) for agent in self.env.possible_agents}
         self.kind = dict(zip(self.env.possible_agents, kinds.of_agent))
         width = max(kinds.obs_widths) + len(kinds.names)
@@ -355,7 +468,8 @@ class FlatObservations:
     Discrete one-hot, Dict in key order), as gym_envs.make_flat_env does for a Gymnasium env."""
 
     def __init__(self, make_env):
-        self.env = env = make_env()
+        env = make_env()
+        self.env = env
         self.spaces = {agent: env.observation_space(agent) for agent in env.possible_agents}
 
     def __getattr__(self, name):  # agents, possible_agents, action_space, render, close... are the env's
@@ -376,13 +490,6 @@ class FlatObservations:
         return (self.flat(obs), *rest)
 
 
-def _pettingzoo_env(make, buf=None, seed=0):
-    """One PettingZoo parallel env (built by `make()`) through pufferlib.emulation: its agents are rows of the
-    buffers, absent agents are masked, and, as with Gymnasium envs, an episode end is followed by a reset
-    observation with reward 0 on the next step."""
-    return pufferlib.emulation.PettingZooPufferEnv(env_creator=make, buf=buf, seed=seed)
-
-
 def make_puffer_vecenv(
     env_id: str,
     num_envs: int,
@@ -398,26 +505,27 @@ def make_puffer_vecenv(
     step_cap=None,
     teams="",
 ):
-    """The vector env of ppo_puffer_async.py (common/vector.py's protocol: async_reset, recv, send).
+    """The vector env of ppo_puffer_async.py (common/vector.py's protocol: async_reset, recv, send), in the module's
+    one contract: same-step resets, `final_observations` (agents, obs) in shared memory, valid on the rows that ended
+    on the last step, `masks` (which agents act).
 
-    env_id "tetris": our native Tetris, `num_envs` games split over one env object per group and worker
-    (zero copy, same-step autoreset, `final_observations` in shared memory). "mpe-spread" or a PettingZoo
-    module path: `num_envs` parallel envs of their agents each. Anything else: `num_envs` copies of that
-    Gymnasium env. `env_kwargs` ("NAME=VALUE,...") go to the PettingZoo or Gymnasium constructor.
-    The returned vecenv carries `autoreset`: "same_step" (an ended episode's last observation is in
-    `final_observations`, the row already holds the next episode) or "next_step" (emulation: the ending
-    step returns the final observation, the next one a reset observation with reward 0), and
-    `agents_per_env`. `render`: a Gymnasium or PettingZoo env's frames as rgb_array (first_frame). `step_cap`:
-    a Gymnasium env with no time limit of its own is truncated at this many steps (gym_envs.make_flat_env).
-    `kinds`: a PettingZoo env's AgentKinds (`teams`: --teams), None for agents of one kind; `agent_kinds`: the kind
-    of each of the vecenv's agents.
+    env_id "tetris": our native Tetris, `num_envs` games split over one env object per group and worker (zero copy).
+    "mpe-spread" or a PettingZoo module path: `num_envs` parallel envs of their agents each (SameStepAgents). Anything
+    else: `num_envs` copies of that Gymnasium env (SameStepGymEnv). `env_kwargs` ("NAME=VALUE,...") go to the
+    PettingZoo or Gymnasium constructor. `render`: a Gymnasium or PettingZoo env's frames as rgb_array
+    (first_frame). `step_cap`: a Gymnasium env with no time limit of its own is truncated at this many steps
+    (gym_envs.make_flat_env). The vecenv also carries `agents_per_env`; `kinds`: a PettingZoo env's AgentKinds
+    (`teams`: --teams), None for agents of one kind; `agent_kinds`: the kind of each of its agents; `action_masks`:
+    (agents, outputs of the policy head) True where an action (a Box dimension) is the agent's own, None when every
+    agent has them all.
     """
     if num_envs < 1 or num_workers < 1 or async_factor < 1:
         raise ValueError(
             f"--num-envs, --num-workers and --async-factor must be at least 1 "
             f"(got {num_envs}, {num_workers}, {async_factor})"
         )
-    kwargs, kinds = parse_env_kwargs(env_kwargs), None
+    kwargs = parse_env_kwargs(env_kwargs)
+    kinds = None
     if kwargs and (env_id == "tetris" or env_id in MEMORY_ENVS):
         raise ValueError(f"--env-kwargs apply to PettingZoo and Gymnasium envs, not to {env_id}; drop them")
     if teams and not is_pettingzoo(env_id):
@@ -430,44 +538,53 @@ def make_puffer_vecenv(
                 f"--num-envs {num_envs} (Tetris games) must be divisible by "
                 f"max(--async-factor, --num-workers) = {objects}"
             )
-        obs_size = Tetris(num_envs=1, max_ticks=max_ticks).single_observation_space.shape[0]
-        final_obs_buffer = multiprocessing.RawArray("f", num_envs * obs_size)
-        tetris = dict(num_envs=num_envs // objects, max_ticks=max_ticks, log_interval=log_interval)
-        creators, args, kwargs = (
-            [tetris_sharing_final_obs] * objects,
-            [[final_obs_buffer, i] for i in range(objects)],
-            tetris,
-        )
-    elif is_pettingzoo(env_id):
-        make, kinds = pettingzoo_maker(env_id, kwargs, render, teams)
-        creators, args, kwargs = _pettingzoo_env, [make], {}
-    elif env_id in MEMORY_ENVS:
-        creators, args, kwargs = _gymnasium_env, [MEMORY_ENVS[env_id]], {}
+        probe = Tetris(num_envs=1, max_ticks=max_ticks)
+        obs_shape = probe.single_observation_space.shape
+        final_obs_buffer = multiprocessing.RawArray("f", num_envs * int(np.prod(obs_shape)))
+        creators = [tetris_sharing_final_obs] * objects
+        creator_args = [[final_obs_buffer, i] for i in range(objects)]
+        creator_kwargs = dict(num_envs=num_envs // objects, max_ticks=max_ticks, log_interval=log_interval)
     else:
-        unknown = (
-            "is unknown: use tetris, mpe-spread, cartpole-novel, repeat-previous-easy, a registered "
-            "Gymnasium id such as CartPole-v1, or a PettingZoo module such as mpe2.simple_reference_v3"
-        )
-        check_spaces(*check_gym_env(env_id, unknown, kwargs), env_id)
-        make_env = functools.partial(make_flat_env, env_id, render, step_cap, **kwargs)
-        creators, args, kwargs = _gymnasium_env, [make_env], {}
+        if is_pettingzoo(env_id):
+            make_env, kinds = pettingzoo_maker(env_id, kwargs, render, teams)
+            creators = SameStepAgents
+        elif env_id in MEMORY_ENVS:
+            make_env = MEMORY_ENVS[env_id]
+            creators = SameStepGymEnv
+        else:
+            unknown = (
+                "is unknown: use tetris, mpe-spread, cartpole-novel, repeat-previous-easy, a registered "
+                "Gymnasium id such as CartPole-v1, or a PettingZoo module such as mpe2.simple_reference_v3"
+            )
+            check_spaces(*check_gym_env(env_id, unknown, kwargs), env_id)
+            make_env = functools.partial(make_flat_env, env_id, render, step_cap, **kwargs)
+            creators = SameStepGymEnv
+        probe = creators(make_env)  # the observation's shape and the agents of one env, for the shared buffer
+        probe.close()
+        obs_shape = probe.single_observation_space.shape
+        final_obs_buffer = multiprocessing.RawArray("f", num_envs * probe.num_agents * int(np.prod(obs_shape)))
+        creator_args = [[make_env, final_obs_buffer, i] for i in range(num_envs)]
+        creator_kwargs = {}
     objects = len(creators) if isinstance(creators, list) else num_envs
     vecenv = vector.make(
         creators,
-        args,
-        kwargs,
+        creator_args,
+        creator_kwargs,
         backend=backend,
         num_envs=objects,
         num_workers=num_workers,
         num_groups=async_factor,
         seed=seed,
     )
-    vecenv.autoreset = "same_step" if env_id == "tetris" else "next_step"
-    vecenv.agents_per_env = 1 if env_id == "tetris" else vecenv.num_agents // num_envs
+    vecenv.agents_per_env = vecenv.num_agents // num_envs
+    final_observations = np.frombuffer(final_obs_buffer, dtype=np.float32)
+    vecenv.final_observations = final_observations.reshape(vecenv.num_agents, *obs_shape)
     vecenv.kinds = kinds
-    vecenv.agent_kinds = None if vecenv.kinds is None else np.tile(vecenv.kinds.of_agent, num_envs)
-    if env_id == "tetris":
-        vecenv.final_observations = np.frombuffer(final_obs_buffer, dtype=np.float32).reshape(num_envs, obs_size)
+    vecenv.agent_kinds = None
+    vecenv.action_masks = None
+    if kinds is not None:
+        vecenv.agent_kinds = np.tile(kinds.of_agent, num_envs)
+        vecenv.action_masks = kinds.masks[vecenv.agent_kinds]
     return vecenv
 
 

@@ -38,7 +38,7 @@ class RunArgs:
     eval_freq: int = 0
     """evaluate every this many updates and after the last one (0: only after the last)"""
     eval_episodes: int = 10
-    """episodes per evaluation (per agent for multi-agent envs)"""
+    """episodes per evaluation"""
     checkpoint_freq: int = 50
     """save runs/<run>/<script>.pt every this many updates (0: only at the end and on Ctrl-C)"""
     resume: Optional[str] = None
@@ -131,8 +131,14 @@ def parse_args(Args, script: str, argv: Optional[list], args_for):
     check_run_flags(given)
     named = {name: getattr(given, name) for name in given_flags(argv) if hasattr(given, name)}
     if given.resume or given.eval_checkpoint:
-        flag, own = ("--resume", RESUME_FLAGS.split()) if given.resume else ("--eval-checkpoint", EVAL_FLAGS.split())
-        path = given.resume or given.eval_checkpoint
+        if given.resume:
+            flag = "--resume"
+            own = RESUME_FLAGS.split()
+            path = given.resume
+        else:
+            flag = "--eval-checkpoint"
+            own = EVAL_FLAGS.split()
+            path = given.eval_checkpoint
         saved = saved_flags(Args, load_run_checkpoint(path, script, flag, resume=bool(given.resume)), flag, path)
         if other := [name for name in named if name not in own + [flag[2:].replace("-", "_")]]:
             allowed = ", ".join(f"--{name.replace('_', '-')}" for name in own if hasattr(given, name))
@@ -167,8 +173,10 @@ def count_updates(total: int, update_size: int, world_size: int, resumed: Option
     fresh run needs at least one; a resumed one must keep its number of ranks and add at least one update."""
     if resumed is not None:
         if (saved := resumed["world_size"]) != world_size:  # an update is every rank's batch: it keeps its size
-            raise ValueError(f"--resume: that run had {saved} rank(s) and this one has {world_size}; resume it with "
-                             f"torchrun and {saved} ranks in all")  # fmt: skip
+            raise ValueError(
+                f"--resume: that run had {saved} rank(s) and this one has {world_size}; resume it with "
+                f"torchrun and {saved} ranks in all"
+            )
         if total // update_size <= resumed["update"]:
             own = " (the checkpoint's own: that run is finished)" if total == resumed["args"]["total_timesteps"] else ""
             raise ValueError(
@@ -178,8 +186,10 @@ def count_updates(total: int, update_size: int, world_size: int, resumed: Option
             )
     elif total < update_size:
         ranks = f": {world_size} ranks x {update_size // world_size:,}" if world_size > 1 else ""
-        raise ValueError(f"--total-timesteps {total:,} is less than one update ({update_size:,} agent steps{ranks}); "
-                         f"pass at least {update_size:,}")  # fmt: skip
+        raise ValueError(
+            f"--total-timesteps {total:,} is less than one update ({update_size:,} agent steps{ranks}); "
+            f"pass at least {update_size:,}"
+        )
     return total // update_size
 
 
@@ -188,7 +198,8 @@ def restore(resumed: Optional[dict], args, state: dict, num_updates: int, world)
     `state`'s objects and torch's RNG loaded; resumed to its own total the schedules replay exactly, extended they
     start at the saved update from the rates it used, so each goes on without a jump to its end at the new last
     update. Under torchrun: rank 0's weights on every rank, and each other rank its own stream of actions."""
-    done, schedule = 0, {"update": 0, **state["rates"]}
+    done = 0
+    schedule = {"update": 0, **state["rates"]}
     if resumed is not None:
         for key, value in state.items():
             if key == "model":
@@ -196,7 +207,8 @@ def restore(resumed: Optional[dict], args, state: dict, num_updates: int, world)
             elif hasattr(value, "load_state_dict"):
                 value.load_state_dict(resumed[key])
         torch.set_rng_state(resumed["torch_rng_state"])
-        done, schedule = resumed["update"], resumed["schedule"]
+        done = resumed["update"]
+        schedule = resumed["schedule"]
         if num_updates != resumed["num_updates"]:  # extended
             schedule = {"update": done, **resumed["rates"]}
     if world.size > 1:
@@ -219,7 +231,8 @@ def open_run(
     and its checkpoint <script>.pt: `state` (objects: their state_dict() at each save), the flags, the run's name and
     length, its ranks, its W&B run (--track). Rank 0 says what runs (`about`, updates after `done`), where it logs."""
     run_name = resumed["run_name"] if resumed is not None else make_run_name(args.env_id, args.exp_name, args.seed)
-    run_name, wandb_id = distributed.gather(world, run_name)[0], resumed["wandb_id"] if resumed is not None else None
+    run_name = distributed.gather(world, run_name)[0]  # rank 0's
+    wandb_id = resumed["wandb_id"] if resumed is not None else None
     if args.track and world.rank == 0:  # before the writer, whose scalars W&B syncs
         wandb_id = start_wandb(args, run_name, wandb_id)
     writer = make_writer(os.path.join("runs", run_name), args) if world.rank == 0 else None
@@ -271,8 +284,10 @@ def lost_error(error: Exception, world, checkpoint: RunCheckpoint) -> Exception:
     if worker:
         return type(error)(f"{error}{kept}")
     first = str(error).splitlines()[0][:120]
-    return ConnectionError(f"rank {world.rank} of {world.size}: lost the other ranks in a collective ({first}); "
-                           f"torchrun's report names the rank that failed{kept}")  # fmt: skip
+    return ConnectionError(
+        f"rank {world.rank} of {world.size}: lost the other ranks in a collective ({first}); "
+        f"torchrun's report names the rank that failed{kept}"
+    )
 
 
 def close(world, envs, writer, stop) -> None:
@@ -289,8 +304,15 @@ def close(world, envs, writer, stop) -> None:
 def summary(checkpoint: RunCheckpoint, progress, update: int, interrupted: bool, **extra) -> dict:
     """What train() returns: where the run stopped and how, plus `extra` (e.g. the policy), for tests and notebooks."""
     step = update * checkpoint.update_size
-    return dict(global_step=step, update=update, sps=progress.sps(step), run_dir=checkpoint.run_dir,
-                checkpoint=checkpoint.path, interrupted=interrupted, **extra)  # fmt: skip
+    return dict(
+        global_step=step,
+        update=update,
+        sps=progress.sps(step),
+        run_dir=checkpoint.run_dir,
+        checkpoint=checkpoint.path,
+        interrupted=interrupted,
+        **extra,
+    )
 
 
 def open_checkpoint(script: str, Args, args, required: tuple = ()):

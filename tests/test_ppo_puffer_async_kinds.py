@@ -16,8 +16,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import ppo_puffer_async
 from common import puffer_envs, run
-from common.puffer_envs import agent_kinds, make_puffer_vecenv
-from ppo_puffer_async import Args, Policy, args_for, evaluate, train
+from common.puffer_envs import SameStepAgents, agent_kinds, make_puffer_vecenv
+from ppo_puffer_async import Args, EpisodeStats, Experience, Policy, args_for, evaluate, rollout, train
 
 CPU = torch.device("cpu")
 MPE2 = sorted(name.split("/")[1] for name in __import__("mpe2.all_modules").all_modules.mpe_environments)
@@ -100,24 +100,26 @@ def test_observations_are_padded_to_the_widest_and_end_with_the_kinds_one_hot():
 
 
 def test_a_kinds_missing_actions_are_never_sampled_nor_scored():
-    """The speaker has 3 of the shared head's 5 actions: with its mask the last two get -inf logits, so sampling never
-    draws them and the log-probabilities and entropy are the speaker's own 3-way categorical's."""
-    kinds = make_puffer_vecenv("mpe2.simple_speaker_listener_v4", 1, seed=0)
-    kinds.close()
+    """The speaker has 3 of the shared head's 5 actions: the env hands its action mask over (speaker first, then
+    listener, in each env), the last two actions get -inf logits, so sampling never draws them and the
+    log-probabilities and entropy are the speaker's own 3-way categorical's."""
+    vecenv = make_puffer_vecenv("mpe2.simple_speaker_listener_v4", 1, seed=0)
+    vecenv.close()
+    assert vecenv.action_masks.tolist() == [[True, True, True, False, False], [True] * 5]
     torch.manual_seed(0)
-    policy = Policy(13, gym.spaces.Discrete(5), Args(hidden_size=8), kinds.kinds)
-    speaker, listener = torch.zeros(13), torch.zeros(13)
-    speaker[11], listener[12] = 1.0, 1.0
-    obs = torch.stack([speaker] * 3000 + [listener] * 3000)
+    policy = Policy(13, gym.spaces.Discrete(5), Args(hidden_size=8))
+    masks = torch.as_tensor(vecenv.action_masks[[0] * 3000 + [1] * 3000])
     out = torch.randn(1, 5).expand(6000, 5)
-    actions, logprobs = policy.sample(out, obs)
+    actions, logprobs = policy.sample(out, masks)
     assert actions[:3000].max() <= 2 and actions[3000:].max() == 4  # the listener's do reach its 5th
-    logprobs_again, entropy = policy.logprob_and_entropy(out, actions, obs)
+    logprobs_again, entropy = policy.logprob_and_entropy(out, actions, masks)
     own = torch.distributions.Categorical(logits=out[0, :3])
     torch.testing.assert_close(logprobs_again[:3000], own.log_prob(actions[:3000]))
+    torch.testing.assert_close(logprobs, logprobs_again)
     torch.testing.assert_close(entropy[0], own.entropy())
     torch.testing.assert_close(entropy[-1], torch.distributions.Categorical(logits=out[0]).entropy())
-    assert torch.equal(policy.choose(torch.tensor([[0.0, 0.0, 0.0, 9.0, 9.0]]), "greedy", obs[:1]), torch.tensor([0]))
+    greedy = policy.choose(torch.tensor([[0.0, 0.0, 0.0, 9.0, 9.0]]), "greedy", masks[:1])
+    assert torch.equal(greedy, torch.tensor([0]))
 
 
 def test_a_gaussians_padded_dimensions_are_left_out_of_logprob_entropy_and_gradients():
@@ -126,16 +128,17 @@ def test_a_gaussians_padded_dimensions_are_left_out_of_logprob_entropy_and_gradi
     box = lambda width: gym.spaces.Box(-1.0, 1.0, (width,))  # noqa: E731
     kinds = agent_kinds("test", {"small_0": (box(2), box(1)), "large_0": (box(2), box(3))})
     assert kinds.action_space.shape == (3,) and kinds.masks.tolist() == [[True, False, False], [True] * 3]
-    policy = Policy(4, kinds.action_space, Args(hidden_size=8), kinds)
-    obs = torch.tensor([[0.0, 0.0, 1.0, 0.0]])  # a small agent
-    out, actions = torch.zeros(1, 3), torch.tensor([[0.5, 3.0, -3.0]])
-    logprob, entropy = policy.logprob_and_entropy(out, actions, obs)
+    policy = Policy(4, kinds.action_space, Args(hidden_size=8))
+    small = torch.as_tensor(kinds.masks[:1])  # a small agent's action mask
+    out = torch.zeros(1, 3)
+    actions = torch.tensor([[0.5, 3.0, -3.0]])
+    logprob, entropy = policy.logprob_and_entropy(out, actions, small)
     one = torch.distributions.Normal(0.0, 1.0)
     torch.testing.assert_close(logprob, one.log_prob(torch.tensor([0.5])))
     torch.testing.assert_close(entropy, one.entropy().reshape(1))
     (logprob + entropy).sum().backward()
     assert policy.log_std.grad[0] != 0 and (policy.log_std.grad[1:] == 0).all()
-    assert policy.action_std() == pytest.approx(1.0)
+    assert policy.action_std(kinds.masks) == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize(
@@ -198,15 +201,14 @@ def test_a_heterogeneous_game_is_learned_where_random_play_fails(signal_game, tm
 
 
 def test_a_mixed_run_resumes_evaluates_against_random_teams_and_records(tmp_path, monkeypatch, capsys):
-    """simple_push (an adversary against an agent, observations of 8 and 19): the checkpoint keeps the kinds' layout,
-    --resume goes on, and --eval-checkpoint with --eval-opponents random reports each kind against random play; with
-    --lstm too; --gif records the first episode."""
+    """simple_push (an adversary against an agent, observations of 8 and 19): --resume goes on, and --eval-checkpoint
+    with --eval-opponents random reports each kind against random play; with --lstm too; --gif records the first
+    episode."""
     monkeypatch.chdir(tmp_path)
     for lstm in (False, True):
         flags = dict(num_envs=4, horizon=5, num_minibatches=1, backend="Serial", async_factor=1, eval_episodes=2)
         flags.update(lstm=lstm, eval_opponents="random", exp_name=f"lstm{lstm}")
         first = train(args_for("mpe2.simple_push_v3", total_timesteps=2 * 40, **flags))
-        assert torch.load(first["checkpoint"], weights_only=True)["model"]["action_masks"].shape == (2, 5)
         ppo_puffer_async.main(["--resume", first["checkpoint"], "--total-timesteps", "120"])
         capsys.readouterr()
         gif = str(tmp_path / f"push{lstm}.gif")
@@ -234,9 +236,7 @@ def test_random_opponents_play_each_team_in_turn_with_uniform_actions(tmp_path, 
     vecenv_args = args_for("mpe2.simple_tag_v3", eval_actions="greedy")
     kinds = make_puffer_vecenv("mpe2.simple_tag_v3", 1, seed=0)
     kinds.close()
-    policy = Policy(
-        kinds.single_observation_space.shape[0], kinds.single_action_space, Args(hidden_size=8), kinds.kinds
-    )
+    policy = Policy(kinds.single_observation_space.shape[0], kinds.single_action_space, Args(hidden_size=8))
     with torch.no_grad():
         policy.actor.weight.zero_()
         policy.actor.bias.copy_(torch.tensor([5.0, 0, 0, 0, 0]))
@@ -254,3 +254,119 @@ def test_help_shows_the_mpe_defaults(capsys):
         run.parse_args(Args, "ppo_puffer_async", ["--env-id", "mpe2.simple_speaker_listener_v4", "--help"], args_for)
     out = capsys.readouterr().out
     assert "(default: 0.977)" in out and "(default: 0.916)" in out  # the MPE set's gamma and lambda
+
+
+def test_a_checkpoint_from_before_the_half_value_loss_resumes_with_the_same_learning(tmp_path, monkeypatch):
+    """A checkpoint written when the value loss was the squared error itself (no "value_loss" entry, the policy
+    holding the kinds' action masks) resumes with its vf_coef doubled: the resumed run's scalars are those of the
+    same run resumed from today's checkpoint, value_loss aside (half of the old one's scale is the new one)."""
+    monkeypatch.chdir(tmp_path)
+    flags = dict(num_envs=4, horizon=5, num_minibatches=1, backend="Serial", async_factor=1, checkpoint_freq=1)
+    first = train(args_for("mpe2.simple_push_v3", total_timesteps=2 * 40, **flags))
+    ckpt = torch.load(first["checkpoint"], weights_only=True)
+    assert ckpt["value_loss"] == "0.5 x squared error"
+    old = dict(ckpt)
+    del old["value_loss"]
+    old["args"] = dict(ckpt["args"], vf_coef=ckpt["args"]["vf_coef"] / 2)
+    old["model"] = dict(ckpt["model"], action_masks=torch.tensor([[True] * 5, [True] * 5]))
+    old["run_name"] = "old-run"  # its own run directory
+    old_path = str(tmp_path / "old.pt")
+    torch.save(old, old_path)
+    runs = {}
+    for name, path in (("new", first["checkpoint"]), ("old", old_path)):
+        result = train(Args(resume=path, total_timesteps=4 * 40))
+        assert result["args"].vf_coef == ckpt["args"]["vf_coef"]
+        events = EventAccumulator(result["run_dir"], size_guidance={"scalars": 0}).Reload()
+        runs[name] = {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+    for tag in runs["old"]:
+        if tag != "charts/SPS" and not tag.startswith("perf/"):
+            resumed = [(step, value) for step, value in runs["new"][tag] if step > 80]  # after the first run's
+            assert runs["old"][tag] == resumed, tag
+
+
+def test_the_rollout_samples_each_agent_from_its_own_actions_and_stores_its_mask():
+    """speaker_listener: the speaker's 3 actions of the shared 5. Over a rollout of a fresh policy, no speaker step
+    draws action 3 or 4, every listener action is drawn, and each stored step carries its agent's mask, which the
+    update scores with."""
+    vecenv = make_puffer_vecenv("mpe2.simple_speaker_listener_v4", 16, seed=0)
+    torch.manual_seed(0)
+    policy = Policy(vecenv.single_observation_space.shape[0], vecenv.single_action_space, Args(hidden_size=8))
+    experience = Experience(32, 20, 32, vecenv.single_observation_space.shape[0], torch.device("cpu"), mask_size=5)
+    try:
+        vecenv.async_reset(0)
+        rollout(
+            vecenv,
+            policy,
+            experience,
+            EpisodeStats(32),
+            gamma=0.99,
+            reward_scale=1.0,
+            reward_clamp=None,
+            device=torch.device("cpu"),
+            timers=dict(env=0.0, inference=0.0),
+        )
+    finally:
+        vecenv.close()
+    speaker = vecenv.agent_kinds == 0  # agent a fills row a first
+    assert experience.actions[speaker].max() <= 2
+    assert set(experience.actions[~speaker].flatten().tolist()) == {0, 1, 2, 3, 4}
+    assert (experience.action_masks[speaker] == [True, True, True, False, False]).all()
+    assert experience.action_masks[~speaker].all()
+
+
+class Relay(ParallelEnv):
+    """Two agents; "short_0" terminates at its 2nd step while "long_0" plays on until its 4th, truncated there.
+    Observations [agent index, step]; a step's reward is 10 * agent index + the step it ends."""
+
+    metadata = {"name": "relay_v0"}
+    possible_agents = ["short_0", "long_0"]
+
+    def observation_space(self, agent):
+        return gym.spaces.Box(0.0, 100.0, (2,), np.float32)
+
+    def action_space(self, agent):
+        return gym.spaces.Discrete(2)
+
+    def observe(self):
+        return {
+            agent: np.array([i, self.t], np.float32)
+            for i, agent in enumerate(self.possible_agents)
+            if agent in self.agents
+        }
+
+    def reset(self, seed=None, options=None):
+        self.t = 0
+        self.agents = list(self.possible_agents)
+        return self.observe(), {agent: {} for agent in self.agents}
+
+    def step(self, actions):
+        assert set(actions) == set(self.agents), (actions, self.agents)  # absent agents are sent no action
+        self.t += 1
+        obs = self.observe()
+        rewards = {agent: 10.0 * self.possible_agents.index(agent) + self.t for agent in self.agents}
+        terminations = {agent: agent == "short_0" and self.t == 2 for agent in self.agents}
+        truncations = {agent: agent == "long_0" and self.t == 4 for agent in self.agents}
+        self.agents = [a for a in self.agents if not (terminations[a] or truncations[a])]
+        return obs, rewards, terminations, truncations, {agent: {} for agent in obs}
+
+
+def test_pettingzoo_agents_reset_in_the_step_the_last_episode_ends():
+    """common/puffer_envs.py's contract for a parallel env: the ending step's reward and flags are kept, its last
+    observation goes to final_observations, an agent whose episode ended while the other plays on is absent (mask
+    False, zero observation, no reward) until the env resets, in the same step the last agent's episode ends."""
+    env = SameStepAgents(Relay)
+    obs, _ = env.reset(seed=0)
+    np.testing.assert_array_equal(obs, [[0, 0], [1, 0]])
+    seen = []
+    for _ in range(5):
+        obs, rewards, terminals, truncations, _ = env.step(np.zeros(2, np.int32))
+        seen.append((obs.tolist(), rewards.tolist(), terminals.tolist(), truncations.tolist(), env.masks.tolist()))
+        if terminals.any() or truncations.any():
+            seen[-1] += (env.final_observations.tolist(),)
+    assert seen[0] == ([[0, 1], [1, 1]], [1, 11], [False, False], [False, False], [True, True])
+    # short_0 ends: its reward and terminal flag, its last observation kept, then absent
+    assert seen[1] == ([[0, 0], [1, 2]], [2, 12], [True, False], [False, False], [False, True], [[0, 2], [0, 0]])
+    assert seen[2] == ([[0, 0], [1, 3]], [0, 13], [False, False], [False, False], [False, True])
+    # long_0 is truncated: the env resets in this step, both agents present again with the first observations
+    assert seen[3] == ([[0, 0], [1, 0]], [0, 14], [False, False], [False, True], [True, True], [[0, 2], [1, 4]])
+    assert seen[4] == ([[0, 1], [1, 1]], [1, 11], [False, False], [False, False], [True, True])

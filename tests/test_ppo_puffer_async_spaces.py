@@ -116,10 +116,11 @@ def test_multidiscrete_actions_on_dict_observations_learn(tmp_path, monkeypatch)
 
 def test_discrete_observations_learn_cliffwalking(tmp_path, monkeypatch):
     """CliffWalking-v1: 48 one-hot positions, -1 a step, -100 and back to the start for a fall, no time limit. The
-    Gymnasium defaults with an entropy bonus of 0.05 walk to the goal in at most 17 steps (seed 1: 15) after 60k
-    steps; without the bonus (the default 0) a policy learns to stay off the cliff and never reaches the goal."""
+    Gymnasium defaults with an entropy bonus of 0.05 walk to the goal in at most 17 steps after 100k steps (seeds
+    1-4: -13, -17, -17, -15; at 60k seeds 1 and 2 have not found the goal yet); without the bonus (the default 0) a
+    policy learns to stay off the cliff and never reaches the goal."""
     monkeypatch.chdir(tmp_path)
-    result = train(args_for(env_id="CliffWalking-v1", total_timesteps=60_000, checkpoint_freq=0, ent_coef=0.05))
+    result = train(args_for(env_id="CliffWalking-v1", total_timesteps=100_000, checkpoint_freq=0, ent_coef=0.05))
     stats = evaluate(result["policy"], result["args"], result["obs_rms"], episodes=10, seed=123, device=CPU)
     assert stats["return"].mean() >= -17, stats["return"]
 
