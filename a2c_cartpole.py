@@ -43,6 +43,8 @@ ACTIONS = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)
 class Args(run.RunArgs):
     # The run's flags (--seed, --device, --checkpoint-freq, --resume, --eval-checkpoint, ...) are RunArgs's. The
     # defaults below are CartPole-v1's; `--env-id X --help` shows X's (CONTINUOUS, MEMORY, PER_ENV below).
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment, part of the run name"""
     env_id: str = "CartPole-v1"
     """a Gymnasium id: Discrete, MultiDiscrete or Box actions; observations flattened (Box, Dict, Discrete...)"""
     total_timesteps: int = 100_000
@@ -61,8 +63,8 @@ class Args(run.RunArgs):
     """the discount factor"""
     gae_lambda: float = 1.0
     """the GAE lambda; 1.0: n-step returns, as in classic A2C"""
-    vf_coef: float = 0.5
-    """the value-loss coefficient"""
+    vf_coef: float = 1.0
+    """the value-loss coefficient, on half the squared error as in CleanRL: SB3's vf_coef 0.5 on plain MSE is our 1.0"""
     ent_coef: float = 0.0
     """the entropy-bonus coefficient"""
     max_grad_norm: float = 0.5
@@ -91,6 +93,8 @@ class Args(run.RunArgs):
     """write training scalars (means of the episodes finished since the last write) every this many updates"""
     eval_freq: int = 50
     """evaluate (greedy actions, frozen observation statistics) every this many updates and after the last"""
+    eval_episodes: int = 10
+    """episodes per evaluation"""
     eval_max_steps: int = 1_000
     """evaluation episodes of an env with no time limit of its own (CliffWalking) are truncated at this many steps"""
     checkpoint_freq: int = 500
@@ -100,23 +104,41 @@ class Args(run.RunArgs):
 # Args holds the defaults for Discrete and MultiDiscrete actions (measured on CartPole-v1, Acrobot-v1, MountainCar-v0).
 # Why --reward-scale 0.1 for CartPole: its discounted returns reach ~100, and with a shared backbone a value loss on
 # targets that large swamps the policy gradient (deterministic eval then stalled at 100-250 for 100k+ steps).
-# fmt: off
 # Box actions: one set for every continuous-control task, as CleanRL's ppo_continuous_action.py has, measured on
 # Pendulum-v1 and HalfCheetah-v5. Rewards are normalized, as the return's scale differs from task to task. gamma 0.95:
 # Pendulum learns on 7 seeds of 8 (0.99: 1 of 3); MuJoCo locomotion goes further with --gamma 0.99 (docs/a2c.md).
-CONTINUOUS = dict(total_timesteps=1_000_000, num_steps=8, gamma=0.95, gae_lambda=0.9, norm_reward=True,
-                  reward_scale=1.0, eval_freq=400)
+CONTINUOUS = dict(
+    total_timesteps=1_000_000,
+    num_steps=8,
+    gamma=0.95,
+    gae_lambda=0.9,
+    norm_reward=True,
+    reward_scale=1.0,
+    eval_freq=400,
+)
 # POPGym's memory tasks with Discrete actions (popgym-... ids), for --lstm: 16-step rollouts to backpropagate through,
-# a 3x rate, a 128-wide LSTM, GAE; rewards unscaled, as POPGym keeps every return within [-1, 1] (docs/a2c.md).
-MEMORY = dict(total_timesteps=1_000_000, num_steps=16, learning_rate=3e-3, gae_lambda=0.95, reward_scale=1.0,
-              hidden_size=128)
+# three times the learning rate, a 128-wide LSTM, GAE; rewards unscaled, as POPGym keeps every return within [-1, 1]
+# (docs/a2c.md).
+MEMORY = dict(
+    total_timesteps=1_000_000, num_steps=16, learning_rate=3e-3, gae_lambda=0.95, reward_scale=1.0, hidden_size=128
+)
 # Sets of one env's own, as RL Zoo keeps one per env. LunarLander-v3 (-50 at the Discrete defaults in 500k steps):
-# RL Zoo's gamma 0.995, returns x 0.01, normalized advantages, 64 envs, a 2x rate; still flaky (docs/classic_control.md)
-# Pendulum-v1: a wider first noise (std 1), a 2x rate, entropy 1e-3 (measured on seeds 11-26: docs/a2c.md).
-PER_ENV = {"LunarLander-v3": dict(total_timesteps=500_000, num_envs=64, learning_rate=2e-3, gamma=0.995,
-                                  reward_scale=0.01, norm_adv=True, hidden_size=128, eval_freq=312),
-           "Pendulum-v1": dict(log_std_init=0.0, learning_rate=2e-3, ent_coef=1e-3)}
-# fmt: on
+# RL Zoo's gamma 0.995, returns x 0.01, normalized advantages, 64 envs, twice the learning rate; still flaky
+# (docs/classic_control.md). Pendulum-v1: a wider first noise (std 1), twice the learning rate, entropy 1e-3 (measured
+# on seeds 11-26: docs/a2c.md).
+PER_ENV = {
+    "LunarLander-v3": dict(
+        total_timesteps=500_000,
+        num_envs=64,
+        learning_rate=2e-3,
+        gamma=0.995,
+        reward_scale=0.01,
+        norm_adv=True,
+        hidden_size=128,
+        eval_freq=312,
+    ),
+    "Pendulum-v1": dict(log_std_init=0.0, learning_rate=2e-3, ent_coef=1e-3),
+}
 
 
 def args_for(env_id: str = "CartPole-v1", **flags) -> Args:
@@ -174,7 +196,8 @@ class Agent(nn.Module):
         self.log_std = nn.Parameter(torch.full((outputs,), args.log_std_init)) if box else None
         # A bounded Box's mean is kept inside its bounds, mid + half * tanh, as in skrl's Pendulum example (2 * tanh):
         # a mean far outside clips every sample to one action, and learning stops (Pendulum seed 4's mean reached 15.8).
-        low, high = (action_space.low, action_space.high) if box else (np.inf, np.inf)
+        low = action_space.low if box else np.inf
+        high = action_space.high if box else np.inf
         self.bounded = bool(np.isfinite(low).all() and np.isfinite(high).all())
         if self.bounded:  # not saved: the env's action space gives them
             self.register_buffer("action_mid", torch.as_tensor((high + low) / 2), persistent=False)
@@ -198,7 +221,8 @@ class Agent(nn.Module):
         hidden = self.backbone(x)
         if self.lstm is not None:
             steps = hidden if x.dim() == 3 else hidden[:, None]  # (envs, steps, hidden)
-            (h, c), outputs = state, []
+            h, c = state
+            outputs = []
             for t in range(steps.shape[1]):
                 if isinstance(self.lstm, nn.GRUCell):  # a GRU's state is h alone: it keeps (h, c) with c zero
                     h = self.lstm(steps[:, t], h)
@@ -206,8 +230,10 @@ class Agent(nn.Module):
                     h, c = self.lstm(steps[:, t], (h, c))
                 outputs.append(h)
                 if dones is not None:  # the episode ended after step t: the next one starts from zeros
-                    h, c = h * (1 - dones[:, t, None]), c * (1 - dones[:, t, None])
-            hidden, state = (torch.stack(outputs, 1) if x.dim() == 3 else h), (h, c)
+                    h = h * (1 - dones[:, t, None])
+                    c = c * (1 - dones[:, t, None])
+            hidden = torch.stack(outputs, 1) if x.dim() == 3 else h
+            state = (h, c)
         out = self.policy_head(hidden)
         if self.bounded:
             out = self.action_mid + self.action_half * torch.tanh(out)
@@ -216,8 +242,9 @@ class Agent(nn.Module):
     def sample(self, out: torch.Tensor) -> torch.Tensor:
         if self.log_std is not None:
             return out + self.log_std.exp() * torch.randn_like(out)
-        # Gumbel-max sampling, argmax(logits + Gumbel noise), draws from softmax(logits) (a test checks it): the default
-        # run trains 1.20x as fast as with Categorical(logits).sample() (benchmarks/bench_tricks.py, gumbel-max).
+        # Gumbel-max sampling, argmax(logits + Gumbel noise), draws from softmax(logits) (a test checks it) without
+        # building a Categorical at every rollout step, which the default run pays for in speed (docs/benchmarks.md,
+        # "The speed tricks the scripts keep").
         noisy = out - torch.empty_like(out).exponential_().log()
         if len(self.nvec) == 1:
             return noisy.argmax(dim=-1)
@@ -284,13 +311,15 @@ def collect_rollout(envs, agent, storage, next_obs, state, args, *, obs_rms, rew
     On truncation the step's reward already contains `gamma * V(final_obs)`, so GAE can treat every episode
     end as a hard stop. Returns (next_obs, the state after, finished episodes' returns, their lengths).
     """
-    episode_returns, episode_lengths = [], []
+    episode_returns = []
+    episode_lengths = []
     for step in range(storage["obs"].shape[0]):
         storage["obs"][step] = next_obs
         with autocast():
             out, value, next_state = agent(torch.as_tensor(next_obs, device=device), state)
         action = agent.sample(out).cpu().numpy()
-        storage["values"][step], storage["actions"][step] = value.float().cpu().numpy(), action
+        storage["values"][step] = value.float().cpu().numpy()
+        storage["actions"][step] = action
         raw_obs, reward, terminated, truncated, infos = envs.step(to_env(action, envs.single_action_space))
         next_obs = normalize_obs(raw_obs, obs_rms, update=True)
         if reward_norm is not None:
@@ -354,13 +383,15 @@ def compute_gae(rewards, values, dones, next_value, gamma: float, gae_lambda: fl
 
 
 def a2c_loss(logprobs, entropy, new_values, advantages, returns, *, vf_coef: float, ent_coef: float):
-    """The A2C objective: -E[A * log pi(a|s)] + vf_coef * E[(R - V(s))^2] - ent_coef * E[H].
+    """The A2C objective: -E[A * log pi(a|s)] + vf_coef * E[(R - V(s))^2] / 2 - ent_coef * E[H].
 
+    The value loss is half the mean squared error, as in CleanRL's ppo.py and PufferLib 3.0's pufferl.py, so
+    `losses/value_loss` compares across scripts; SB3's vf_coef 0.5 with plain MSE is our 1.0 with the 1/2.
     Advantages and returns are constants here (computed from the rollout), so only log pi and V carry
     gradients. Returns (loss, policy_loss, value_loss, entropy_mean).
     """
     policy_loss = -(advantages * logprobs).mean()
-    value_loss = nn.functional.mse_loss(new_values, returns)  # as SB3; vf_coef 0.5 halves it
+    value_loss = 0.5 * nn.functional.mse_loss(new_values, returns)
     entropy_mean = entropy.mean()
     loss = policy_loss + vf_coef * value_loss - ent_coef * entropy_mean
     return loss, policy_loss, value_loss, entropy_mean
@@ -376,7 +407,9 @@ def evaluate(
     of its own is truncated at --eval-max-steps, so that every evaluation ends."""
     cap = args.eval_max_steps
     envs = make_gym_vector_env(args.env_id, episodes, actions=ACTIONS, render_first=bool(videos), step_cap=cap)
-    returns, lengths, frames = np.full(episodes, np.nan), np.zeros(episodes), []
+    returns = np.full(episodes, np.nan)
+    lengths = np.zeros(episodes)
+    frames = []
     try:
         obs, _ = envs.reset(seed=seed)
         state = agent.initial_state(episodes, device)  # --lstm: carried through each episode, zeroed when it ends
@@ -390,7 +423,8 @@ def evaluate(
             state = forget(state, terminated | truncated)
             if "episode" in infos:
                 first = infos["_episode"] & np.isnan(returns)
-                returns[first], lengths[first] = infos["episode"]["r"][first], infos["episode"]["l"][first]
+                returns[first] = infos["episode"]["r"][first]
+                lengths[first] = infos["episode"]["l"][first]
         save_video(frames, videos, envs.envs[0].metadata.get("render_fps", 30))
     finally:
         envs.close()
@@ -405,10 +439,11 @@ def evaluate_checkpoint(args: Args) -> dict:
     probe.close()
     run.load_weights(agent, ckpt, "--eval-checkpoint", args.eval_checkpoint)
     obs_rms = RunningMeanStd.from_state(ckpt["obs_rms"])
-    run_dir, name = os.path.dirname(args.eval_checkpoint), f"checkpoint-step{ckpt['global_step']}"
-    videos = video_paths(run_dir, name, args.capture_video, args.gif)
-    stats = evaluate(agent, args, obs_rms, episodes=args.eval_episodes, seed=args.seed + 10_000, device=device,
-                     videos=videos)  # fmt: skip
+    run_dir = os.path.dirname(args.eval_checkpoint)
+    videos = video_paths(run_dir, f"checkpoint-step{ckpt['global_step']}", args.capture_video, args.gif)
+    stats = evaluate(
+        agent, args, obs_rms, episodes=args.eval_episodes, seed=args.seed + 10_000, device=device, videos=videos
+    )
     episodes = f"{args.eval_episodes} episode{'s' if args.eval_episodes > 1 else ''}"
     report(f"{args.eval_checkpoint} ({args.env_id}, step {ckpt['global_step']:,}), {episodes} (greedy actions):", stats)
     return stats
@@ -425,7 +460,8 @@ def train(args: Args) -> dict:
     torch.manual_seed(args.seed)  # and on every rank
 
     envs = make_gym_vector_env(args.env_id, args.num_envs, actions=ACTIONS)
-    obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
+    obs_dim = envs.single_observation_space.shape[0]
+    action_space = envs.single_action_space
     agent = Agent(obs_dim, action_space, args).to(device)
     optimizer = make_optimizer(agent, args.optimizer, args.learning_rate)
     obs_rms = RunningMeanStd((obs_dim,)) if args.norm_obs else None
@@ -438,31 +474,64 @@ def train(args: Args) -> dict:
     state = dict(model=agent, optimizer=optimizer, obs_rms=obs_rms, reward_norm=reward_norm, rates=rates)
     start_update, schedule = run.restore(resumed, args, state, num_updates, world)
     about = f"{args.env_id}, {args.num_envs} envs x {args.num_steps} steps on {device}"
-    writer, checkpoint = run.open_run("a2c_cartpole", args, world, resumed, dict(state, schedule=schedule),
-                                      update_size=update_size, done=start_update, about=about)  # fmt: skip
-    progress, stop = Progress(num_updates * update_size, start_update * update_size), distributed.StopRequest(world)
+    writer, checkpoint = run.open_run(
+        "a2c_cartpole",
+        args,
+        world,
+        resumed,
+        dict(state, schedule=schedule),
+        update_size=update_size,
+        done=start_update,
+        about=about,
+    )
+    progress = Progress(num_updates * update_size, start_update * update_size)
+    stop = distributed.StopRequest(world)
     autocast, scaler = mixed_precision(device, args.amp)
     storage = make_storage(args.num_steps, args.num_envs, obs_dim, action_space)
     raw_obs, _ = envs.reset(seed=seed + start_update)  # a resumed run plays fresh episodes
     obs = normalize_obs(raw_obs, obs_rms, update=True)  # the next observation of each env
     lstm_state = agent.initial_state(args.num_envs, device)  # --lstm: zeros, on --resume too (fresh episodes)
-    recent_returns, finished_returns, finished_lengths, stops = [], [], [], []
-    solved_at, eval_history, last_eval, eval_text, interrupted = None, [], None, "", False
+    recent_returns = []
+    finished_returns = []
+    finished_lengths = []
+    stops = []
+    solved_at = None
+    eval_history = []
+    last_eval = None
+    eval_text = ""
+    interrupted = False
     try:
         for update in range(start_update + 1, num_updates + 1):
             global_step = update * update_size  # once this update is done
             if args.anneal_lr:  # CleanRL's linear anneal to 0, from where this run's line starts (run.restore)
                 frac = 1.0 - (update - 1 - schedule["update"]) / (num_updates - schedule["update"])
-                optimizer.param_groups[0]["lr"] = rates["learning_rate"] = frac * schedule["learning_rate"]
+                rates["learning_rate"] = frac * schedule["learning_rate"]
+                optimizer.param_groups[0]["lr"] = rates["learning_rate"]
             # --lstm: the update replays the rollout from here (a copy: inference tensors cannot enter autograd)
             first_state = None if lstm_state is None else tuple(x.clone() for x in lstm_state)
-            obs, lstm_state, ep_returns, ep_lengths = collect_rollout(envs, agent, storage, obs, lstm_state, args,
-                obs_rms=obs_rms, reward_norm=reward_norm, device=device, autocast=autocast)  # fmt: skip
+            obs, lstm_state, ep_returns, ep_lengths = collect_rollout(
+                envs,
+                agent,
+                storage,
+                obs,
+                lstm_state,
+                args,
+                obs_rms=obs_rms,
+                reward_norm=reward_norm,
+                device=device,
+                autocast=autocast,
+            )
             batch = {key: torch.as_tensor(array, device=device) for key, array in storage.items()}  # CPU: no copy
             with torch.inference_mode(), autocast():
                 next_value = agent(torch.as_tensor(obs, device=device), lstm_state)[1].float()
-            advantages, returns = compute_gae(batch["rewards"], batch["values"], batch["dones"], next_value,
-                                              args.gamma, args.gae_lambda)  # fmt: skip
+            advantages, returns = compute_gae(
+                batch["rewards"],
+                batch["values"],
+                batch["dones"],
+                next_value,
+                gamma=args.gamma,
+                gae_lambda=args.gae_lambda,
+            )
             b_obs, b_actions, b_advantages, b_returns, b_dones = update_rows(batch, advantages, returns, args.lstm)
             # One mini-batch is the whole rollout, in any order: no need to shuffle and gather it.
             minibatches = [slice(None)]
@@ -476,8 +545,15 @@ def train(args: Args) -> dict:
                     logprobs, entropy, new_values = agent.get_logprob_entropy_value(
                         b_obs[indices], b_actions[indices], take(first_state, indices), b_dones[indices]
                     )
-                    loss, policy_loss, value_loss, entropy_mean = a2c_loss(logprobs, entropy, new_values,
-                        mb_advantages, b_returns[indices], vf_coef=args.vf_coef, ent_coef=args.ent_coef)  # fmt: skip
+                    loss, policy_loss, value_loss, entropy_mean = a2c_loss(
+                        logprobs,
+                        entropy,
+                        new_values,
+                        mb_advantages,
+                        b_returns[indices],
+                        vf_coef=args.vf_coef,
+                        ent_coef=args.ent_coef,
+                    )
                 optimizer.zero_grad(set_to_none=True)
                 scaler.scale(loss).backward()
                 scaler.unscale_(optimizer)  # (no-ops unless float16 on CUDA)
@@ -492,7 +568,8 @@ def train(args: Args) -> dict:
             recent_returns = (recent_returns + ep_returns)[-20:]
             finished_returns += ep_returns
             finished_lengths += ep_lengths
-            # Means every --log-freq updates, not a scalar per episode: one costs ~60 us, a whole env step ~10 us.
+            # Means every --log-freq updates, not a scalar per episode: a TensorBoard write costs more than a whole
+            # CartPole step, so a scalar per episode would slow the run most where episodes are short.
             if update % args.log_freq == 0 or update == num_updates:
                 finished_returns, finished_lengths, recent, stops = distributed.pool(  # all ranks', and any Ctrl-C
                     world, finished_returns, finished_lengths, recent_returns, [stop.requested]
@@ -511,7 +588,8 @@ def train(args: Args) -> dict:
                 if finished_returns:
                     scalars["charts/episodic_return"] = np.mean(finished_returns)
                     scalars["charts/episodic_length"] = np.mean(finished_lengths)
-                    finished_returns, finished_lengths = [], []
+                    finished_returns = []
+                    finished_lengths = []
                 if writer is not None:
                     for tag, value in scalars.items():
                         writer.add_scalar(tag, value, global_step)
@@ -520,8 +598,15 @@ def train(args: Args) -> dict:
             if world.rank == 0 and (args.eval_freq and update % args.eval_freq == 0 or update == num_updates):
                 videos = video_paths(checkpoint.run_dir, f"eval-step{global_step}", args.capture_video)
                 with progress.paused():  # greedy actions: the evaluation draws nothing from torch's RNG
-                    stats = evaluate(agent, args, obs_rms, episodes=args.eval_episodes, seed=args.seed + 10_000,
-                                     device=device, videos=videos)  # fmt: skip
+                    stats = evaluate(
+                        agent,
+                        args,
+                        obs_rms,
+                        episodes=args.eval_episodes,
+                        seed=args.seed + 10_000,
+                        device=device,
+                        videos=videos,
+                    )
                 last_eval, eval_text = log_eval(writer, stats, global_step)
                 eval_history.append((global_step, last_eval))
                 threshold = gym.spec(args.env_id).reward_threshold
@@ -541,19 +626,20 @@ def train(args: Args) -> dict:
         run.close(world, envs, writer, stop)  # the envs, the writer, Ctrl-C's handler, the torchrun group
     checkpoint.save(update, final=True)  # fails with one line naming the checkpoint that was kept
     print_end(interrupted, checkpoint, progress, global_step, eval_text)
-    extra = dict(policy=agent, args=args, eval_history=eval_history, solved_at=solved_at)
-    return run.summary(checkpoint, progress, update, interrupted, **extra)
+    return run.summary(
+        checkpoint,
+        progress,
+        update,
+        interrupted,
+        policy=agent,
+        args=args,
+        eval_history=eval_history,
+        solved_at=solved_at,
+    )
 
 
 def main(argv=None) -> None:
-    try:
-        args = run.parse_args(Args, "a2c_cartpole", argv, args_for)
-        if args.eval_checkpoint:
-            evaluate_checkpoint(args)
-        elif train(args)["interrupted"]:  # train() saved and said how to resume
-            raise SystemExit(run.EXIT_INTERRUPTED)
-    except (KeyboardInterrupt, *run.ONE_LINE_ERRORS) as e:  # Ctrl-C starting up or evaluating; bad flags
-        raise run.exit_for(e) from None
+    run.main("a2c_cartpole", Args, args_for, train, evaluate_checkpoint, argv)
 
 
 if __name__ == "__main__":

@@ -292,8 +292,8 @@ class Policy(nn.Module):
             return nn.Sequential(linear[0], act(), linear[1], act())
 
         self.encoder = encoder()
-        # nn.LSTM, not a loop of LSTMCells: a whole stretch of a row is one fused call (cartpole-novel trains
-        # ~1.7x faster for it); `step` runs it on sequences of length 1.
+        # nn.LSTM, not a loop of LSTMCells: a whole stretch of a row is one fused call, which trains faster
+        # (docs/benchmarks.md); `step` runs it on sequences of length 1.
         self.lstm = nn.LSTM(hidden_size, args.lstm_hidden_size, batch_first=True) if args.lstm else None
         head_size = args.lstm_hidden_size if args.lstm else hidden_size
         self.nvec = action_space.nvec.tolist() if isinstance(action_space, gym.spaces.MultiDiscrete) else None
@@ -410,8 +410,8 @@ class Experience:
     last step. LSTM (`state_size`): each agent's (h, c), each row's first (h, c), `starts[s, t]`: reset before t."""
 
     def __init__(self, segments, horizon, num_agents, obs_dim, device, *, action_space=None, state_size=0, mask_size=0):
-        # numpy: a step writes a few numbers per agent, which numpy does several times faster than torch on arrays
-        # this small (a2c_cartpole.py's storage too); the update views them as tensors (tensors(): on the CPU, no copy)
+        # numpy: a step writes a few numbers per agent, which numpy does faster than torch on arrays this small
+        # (a2c_cartpole.py's storage too); the update views them as tensors (tensors(): on the CPU, no copy)
         self.segments = segments
         self.horizon = horizon
         self.num_agents = num_agents
@@ -858,6 +858,7 @@ def train(args: Args) -> dict:
     action_space = vecenv.single_action_space
     policy = Policy(obs_dim, action_space, args).to(device)
     # foreach: each op of Adam's step on all the tensors at once, not torch's CPU loop: the same steps, faster
+    # (docs/benchmarks.md)
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5, foreach=True)
     episodes = EpisodeStats(vecenv.num_agents, args.gamma if args.norm_reward else None)
     torch.set_num_threads(args.torch_threads)  # (the Tetris default gives torch both cores)

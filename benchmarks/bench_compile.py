@@ -71,7 +71,7 @@ def a2c_case(rows: int = 40):
 
     def loss_fn(obs, actions, advantages, returns):
         logprobs, entropy, values = agent.get_logprob_entropy_value(obs, actions)
-        return a2c_cartpole.a2c_loss(logprobs, entropy, values, advantages, returns, vf_coef=0.5, ent_coef=0.0)[0]
+        return a2c_cartpole.a2c_loss(logprobs, entropy, values, advantages, returns, vf_coef=1.0, ent_coef=0.0)[0]
 
     return "A2C update (40 rows, RMSprop)", agent, optimizer, loss_fn, (obs, actions, advantages, returns)
 

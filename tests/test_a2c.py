@@ -178,20 +178,22 @@ def test_running_mean_std_takes_numpys_mean_and_var_bit_for_bit(shape, dtype):
 
 
 def test_loss_gradient_direction():
-    """Positive advantage raises the action's log-prob; value loss is the plain MSE."""
+    """Positive advantage raises the action's log-prob; value loss is half the MSE (CleanRL's), so --vf-coef 1.0 gives
+    SB3's total loss at its vf_coef 0.5."""
     logprobs = torch.tensor([-0.5, -1.0], requires_grad=True)
     values = torch.tensor([1.0, 2.0], requires_grad=True)
     loss, policy_loss, value_loss, _ = a2c.a2c_loss(
-        logprobs, torch.zeros(2), values, torch.tensor([2.0, -1.0]), torch.tensor([3.0, 2.0]), vf_coef=0.5, ent_coef=0.0
+        logprobs, torch.zeros(2), values, torch.tensor([2.0, -1.0]), torch.tensor([3.0, 2.0]), vf_coef=1.0, ent_coef=0.0
     )
     assert policy_loss.item() == pytest.approx(-(2.0 * -0.5 + -1.0 * -1.0) / 2)
-    assert value_loss.item() == pytest.approx((2.0**2 + 0.0) / 2)
+    assert value_loss.item() == pytest.approx(0.5 * (2.0**2 + 0.0) / 2)
+    assert loss.item() == pytest.approx(policy_loss.item() + 0.5 * (2.0**2 + 0.0) / 2)  # SB3's, at its vf_coef 0.5
     loss.backward()
     assert logprobs.grad[0] < 0 < logprobs.grad[1]  # descent raises action 0, lowers action 1
 
 
 def test_gumbel_max_sampling_draws_from_the_softmax():
-    """The one speed trick a2c_cartpole.py keeps (its comment gives the SPS it pays): argmax(logits + Gumbel
+    """The one speed trick a2c_cartpole.py keeps (docs/benchmarks.md gives the SPS it pays): argmax(logits + Gumbel
     noise) draws each action as often as softmax(logits) says, as Categorical(logits).sample() would."""
     torch.manual_seed(0)
     agent = a2c.Agent(3, gym.spaces.Discrete(4), a2c.Args(hidden_size=8))
@@ -595,7 +597,7 @@ def test_amp_losses_match_float32_on_a_fixed_batch(space):
 
     def loss():
         logprobs, entropy, values = agent.get_logprob_entropy_value(x, actions)
-        return a2c.a2c_loss(logprobs, entropy, values, advantages, returns, vf_coef=0.5, ent_coef=0.01)[0]
+        return a2c.a2c_loss(logprobs, entropy, values, advantages, returns, vf_coef=1.0, ent_coef=0.01)[0]
 
     full = loss()
     with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -190,7 +190,7 @@ def test_amp_with_lstm_matches_float32_on_a_fixed_batch(rnn_type):
 
     def loss():
         logprobs, entropy, values = agent.get_logprob_entropy_value(x, actions, state, dones)
-        return a2c.a2c_loss(logprobs, entropy, values, advantages, returns, vf_coef=0.5, ent_coef=0.01)[0]
+        return a2c.a2c_loss(logprobs, entropy, values, advantages, returns, vf_coef=1.0, ent_coef=0.01)[0]
 
     full = loss()
     with torch.autocast("cpu", dtype=torch.bfloat16):
