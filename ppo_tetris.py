@@ -35,6 +35,8 @@ from common.vector import WorkerError
 @dataclass
 class Args(run.RunArgs):
     # The run's flags (--seed, --device, --checkpoint-freq, --resume, --eval-checkpoint, ...) are RunArgs's.
+    exp_name: str = os.path.basename(__file__)[: -len(".py")]
+    """the name of this experiment, part of the run name"""
     env_id: str = "PufferTetris"
     """the env name used in the run name (the env is always common.tetris.Tetris)"""
     total_timesteps: int = 40_000_000
@@ -60,7 +62,7 @@ class Args(run.RunArgs):
     num_minibatches: int = 8
     """minibatches per epoch"""
     update_epochs: int = 2
-    """epochs over each rollout (the update is most of a step's time: 2 epochs nearly double SPS against 4)"""
+    """epochs over each rollout (the update is most of a step's time, so fewer epochs mean more steps a minute)"""
     norm_adv: bool = True
     """normalize advantages per minibatch"""
     clip_coef: float = 0.2
@@ -150,13 +152,16 @@ def collect_rollout(envs, agent: Agent, next_obs: torch.Tensor, storage: dict, g
     `dones[t]` = 1 when transition t ended its game. On truncation the step's reward already holds
     `gamma * V(final_obs)`, so GAE can treat every game end as a hard stop. Returns (next_obs, infos).
     """
-    infos, device = [], next_obs.device
+    infos = []
+    device = next_obs.device
     for step in range(storage["obs"].shape[0]):
         start = time.perf_counter()
         storage["obs"][step] = next_obs
         with torch.inference_mode():
             action, logprob, _, value = agent.get_action_and_value(next_obs)
-        storage["actions"][step], storage["logprobs"][step], storage["values"][step] = action, logprob, value
+        storage["actions"][step] = action
+        storage["logprobs"][step] = logprob
+        storage["values"][step] = value
         actions = action.cpu().numpy().astype(np.int32)
         timers["inference"] += time.perf_counter() - start
 
@@ -212,10 +217,14 @@ def ppo_loss(new_logprobs, new_values, entropy, mb: dict, *, clip_coef: float, c
     """The clipped PPO objective on one minibatch: the new logprobs, values and entropies, and the rollout's `mb`
     logprobs, values, returns and advantages (already normalized if wanted).
 
-    Returns (loss, pg_loss, v_loss, entropy, approx_kl, clipfrac); only `loss` needs gradients.
-    approx_kl is the low-variance estimator E[(r - 1) - log r] (Schulman's "Approximating KL").
+    Returns (loss, pg_loss, v_loss, entropy, old_approx_kl, approx_kl, clipfrac); only `loss` needs gradients.
+    old_approx_kl is E[-log r], approx_kl the low-variance estimator E[(r - 1) - log r] (Schulman's "Approximating
+    KL"), both logged as CleanRL logs them.
     """
-    old_logprobs, old_values, advantages, returns = mb["logprobs"], mb["values"], mb["advantages"], mb["returns"]
+    old_logprobs = mb["logprobs"]
+    old_values = mb["values"]
+    advantages = mb["advantages"]
+    returns = mb["returns"]
     logratio = new_logprobs - old_logprobs
     ratio = logratio.exp()
     pg_loss = torch.max(-advantages * ratio, -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)).mean()
@@ -228,9 +237,10 @@ def ppo_loss(new_logprobs, new_values, entropy, mb: dict, *, clip_coef: float, c
     entropy_mean = entropy.mean()
     loss = pg_loss - ent_coef * entropy_mean + vf_coef * v_loss
     with torch.no_grad():
+        old_approx_kl = (-logratio).mean()
         approx_kl = ((ratio - 1) - logratio).mean()
         clipfrac = ((ratio - 1.0).abs() > clip_coef).float().mean()
-    return loss, pg_loss, v_loss, entropy_mean, approx_kl, clipfrac
+    return loss, pg_loss, v_loss, entropy_mean, old_approx_kl, approx_kl, clipfrac
 
 
 def play(agent: Agent, episodes: int, seed: int, max_ticks: int, device: torch.device, videos=()) -> dict:
@@ -238,7 +248,9 @@ def play(agent: Agent, episodes: int, seed: int, max_ticks: int, device: torch.d
     One single-game Tetris per episode with log_interval=1: its info on the last step holds that game's stats.
     `videos`: paths (.mp4, .gif) to record the first game to, drawn by Tetris.frame; drawing changes no move."""
     games = [Tetris(num_envs=1, seed=seed + i, max_ticks=max_ticks, log_interval=1) for i in range(episodes)]
-    stats, active, frames = [None] * episodes, list(range(episodes)), []
+    stats = [None] * episodes
+    active = list(range(episodes))
+    frames = []
     while active:
         if videos and stats[0] is None:
             frames.append(games[0].frame())
@@ -284,9 +296,11 @@ def train(args: Args) -> dict:
     torch.manual_seed(args.seed)  # and on every rank
 
     # log_interval = num_steps: each env object reports its finished games once per rollout.
-    tetris = dict(max_ticks=args.max_ticks, log_interval=args.num_steps)
-    envs = make_tetris_vecenv(args.backend, args.num_envs, args.num_workers, seed, **tetris)
-    obs_dim, num_actions = envs.single_observation_space.shape[0], int(envs.single_action_space.n)
+    envs = make_tetris_vecenv(
+        args.backend, args.num_envs, args.num_workers, seed, max_ticks=args.max_ticks, log_interval=args.num_steps
+    )
+    obs_dim = envs.single_observation_space.shape[0]
+    num_actions = int(envs.single_action_space.n)
     agent = Agent(obs_dim, num_actions).to(device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
     torch.set_num_threads(args.torch_threads)
@@ -299,21 +313,34 @@ def train(args: Args) -> dict:
     state = dict(model=agent, optimizer=optimizer, obs_dim=obs_dim, num_actions=num_actions, rates=rates)
     start_update, schedule = run.restore(resumed, args, state, num_updates, world)
     about = f"{args.num_envs} games, {args.backend}, on {device}"
-    writer, checkpoint = run.open_run("ppo_tetris", args, world, resumed, dict(state, schedule=schedule),
-                                      update_size=update_size, done=start_update, about=about)  # fmt: skip
-    progress, stop = Progress(num_updates * update_size, start_update * update_size), distributed.StopRequest(world)
+    writer, checkpoint = run.open_run(
+        "ppo_tetris",
+        args,
+        world,
+        resumed,
+        dict(state, schedule=schedule),
+        update_size=update_size,
+        done=start_update,
+        about=about,
+    )
+    progress = Progress(num_updates * update_size, start_update * update_size)
+    stop = distributed.StopRequest(world)  # Ctrl-C: finish this update, save, stop (all ranks alike)
 
     storage = make_storage(args.num_steps, args.num_envs, obs_dim, device)
     obs, _ = envs.reset(seed=seed + start_update + 1)  # a resumed run plays fresh games
     next_obs = torch.as_tensor(obs, device=device)
-    timers, game_stats, last_eval, eval_text = dict(env=0.0, inference=0.0, learn=0.0), {}, None, ""
+    timers = dict(env=0.0, inference=0.0, learn=0.0)
+    game_stats = {}
+    last_eval = None
+    eval_text = ""
     interrupted = False
     try:
         for update in range(start_update + 1, num_updates + 1):
             global_step = update * update_size  # once this update is done
             if args.anneal_lr:  # CleanRL's linear anneal to 0, from where this run's line starts (run.restore)
                 frac = 1.0 - (update - 1 - schedule["update"]) / (num_updates - schedule["update"])
-                optimizer.param_groups[0]["lr"] = rates["learning_rate"] = frac * schedule["learning_rate"]
+                rates["learning_rate"] = frac * schedule["learning_rate"]
+                optimizer.param_groups[0]["lr"] = rates["learning_rate"]
             next_obs, infos = collect_rollout(envs, agent, next_obs, storage, args.gamma, timers)
 
             start = time.perf_counter()
@@ -323,19 +350,32 @@ def train(args: Args) -> dict:
                 storage["rewards"], storage["values"], storage["dones"], next_value, args.gamma, args.gae_lambda
             )
             b_obs = storage["obs"].reshape(batch_size, obs_dim)
-            b_actions, b_logprobs, b_values = (storage[k].reshape(-1) for k in ("actions", "logprobs", "values"))
-            b_advantages, b_returns = advantages.reshape(-1), returns.reshape(-1)
+            b_actions = storage["actions"].reshape(-1)
+            b_logprobs = storage["logprobs"].reshape(-1)
+            b_values = storage["values"].reshape(-1)
+            b_advantages = advantages.reshape(-1)
+            b_returns = returns.reshape(-1)
+            clipfracs = []
             for epoch in range(args.update_epochs):
                 for mb in torch.randperm(batch_size, device=device).split(minibatch_size):
                     _, new_logprobs, entropy, new_values = agent.get_action_and_value(b_obs[mb], b_actions[mb])
                     mb_advantages = b_advantages[mb]
                     if args.norm_adv:
                         mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
-                    rollout = dict(logprobs=b_logprobs[mb], values=b_values[mb], returns=b_returns[mb])
-                    loss, pg_loss, v_loss, entropy_mean, approx_kl, clipfrac = ppo_loss(
-                        new_logprobs, new_values, entropy, dict(rollout, advantages=mb_advantages),
-                        clip_coef=args.clip_coef, clip_vloss=args.clip_vloss, vf_coef=args.vf_coef,
-                        ent_coef=args.ent_coef)  # fmt: skip
+                    minibatch = dict(
+                        logprobs=b_logprobs[mb], values=b_values[mb], returns=b_returns[mb], advantages=mb_advantages
+                    )
+                    loss, pg_loss, v_loss, entropy_mean, old_approx_kl, approx_kl, clipfrac = ppo_loss(
+                        new_logprobs,
+                        new_values,
+                        entropy,
+                        minibatch,
+                        clip_coef=args.clip_coef,
+                        clip_vloss=args.clip_vloss,
+                        vf_coef=args.vf_coef,
+                        ent_coef=args.ent_coef,
+                    )
+                    clipfracs.append(clipfrac)
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
                     # Under torchrun: the gradients averaged over the ranks, and the loss and approx_kl with them,
@@ -360,28 +400,38 @@ def train(args: Args) -> dict:
                 "losses/policy_loss": pg_loss.item(),
                 "losses/value_loss": v_loss.item(),
                 "losses/entropy": entropy_mean.item(),
+                "losses/old_approx_kl": old_approx_kl.item(),
                 "losses/approx_kl": approx_kl.item(),
-                "losses/clipfrac": clipfrac.item(),
+                "losses/clipfrac": torch.stack(clipfracs).mean().item(),  # as CleanRL: over the update's minibatches
                 "losses/explained_variance": logs.explained_variance(b_values, b_returns),
                 "losses/grad_norm": grad_norm.item(),
                 "perf/env_SPS": sum(steps_per_rank / env_time for env_time in env_times),
-                **{f"perf/{key}_time_frac": value / sum(timers.values()) for key, value in timers.items()},
             }
+            for key, value in timers.items():
+                scalars[f"perf/{key}_time_frac"] = value / sum(timers.values())
             if infos:
                 game_stats = merge_infos(infos)
                 scalars["charts/episodic_return"] = game_stats["ep_return"]
                 scalars["charts/episodic_length"] = game_stats["ep_length"]
-                scalars.update({f"tetris/{key}": value for key, value in game_stats.items()})
+                for key, value in game_stats.items():
+                    scalars[f"tetris/{key}"] = value
             if world.rank == 0 and (args.eval_freq and update % args.eval_freq == 0 or update == num_updates):
                 videos = video_paths(checkpoint.run_dir, f"eval-step{global_step}", args.capture_video)
-                with progress.paused(), run.seeded_rng(args.seed + 10_000 + update, device):
-                    stats = play(agent, args.eval_episodes, args.seed + 10_000 + update, args.max_ticks, device, videos)
+                eval_seed = args.seed + 10_000 + update
+                with progress.paused(), run.seeded_rng(eval_seed, device):  # its own games and random stream
+                    stats = play(agent, args.eval_episodes, eval_seed, args.max_ticks, device, videos)
                 last_eval, eval_text = log_eval(writer, stats, global_step)
             if writer is not None:
                 for tag, value in scalars.items():
                     writer.add_scalar(tag, value, global_step)
-                ret, length, lines = (game_stats.get(key) for key in ("ep_return", "ep_length", "lines_deleted"))
-                progress.update(global_step, update=update, ret=ret, len=length, lines=lines, eval=last_eval)
+                progress.update(
+                    global_step,
+                    update=update,
+                    ret=game_stats.get("ep_return"),
+                    len=game_stats.get("ep_length"),
+                    lines=game_stats.get("lines_deleted"),
+                    eval=last_eval,
+                )
             if args.checkpoint_freq and update % args.checkpoint_freq == 0:
                 checkpoint.save(update)  # a periodic save that fails warns; training goes on
             if any(stops):  # Ctrl-C (on any rank): this update is whole; save it and stop
@@ -396,19 +446,20 @@ def train(args: Args) -> dict:
     checkpoint.save(update, final=True)  # fails with one line naming the checkpoint that was kept
     print_end(interrupted, checkpoint, progress, global_step, eval_text)
     steps = global_step - progress.start_step
-    extra = dict(policy=agent, episode_stats=game_stats, timers=timers, env_sps=steps / max(timers["env"], 1e-9))
-    return run.summary(checkpoint, progress, update, interrupted, **extra)
+    return run.summary(
+        checkpoint,
+        progress,
+        update,
+        interrupted,
+        policy=agent,
+        episode_stats=game_stats,
+        timers=timers,
+        env_sps=steps / max(timers["env"], 1e-9),
+    )
 
 
 def main(argv=None) -> None:
-    try:
-        args = run.parse_args(Args, "ppo_tetris", argv, args_for)
-        if args.eval_checkpoint:
-            evaluate_checkpoint(args)
-        elif train(args)["interrupted"]:  # train() saved and said how to resume
-            raise SystemExit(run.EXIT_INTERRUPTED)
-    except (KeyboardInterrupt, WorkerError, *run.ONE_LINE_ERRORS) as e:  # Ctrl-C starting up or evaluating; bad flags
-        raise run.exit_for(e) from None
+    run.main("ppo_tetris", Args, args_for, train, evaluate_checkpoint, argv)
 
 
 if __name__ == "__main__":

@@ -72,7 +72,7 @@ def train(outdir, name, flags):
             out = loss_fn(*args, **kwargs)
             if isinstance(out[1], dict):  # ppo_puffer_async: (loss, losses)
                 return out[0], {**out[1], "approx_kl": torch.tensor(10.0)}
-            return out[:4] + (torch.tensor(10.0),) + out[5:]
+            return out[:5] + (torch.tensor(10.0),) + out[6:]  # ppo_tetris: approx_kl is the 6th
 
         script.ppo_loss = high_kl_loss
     steps = [0]

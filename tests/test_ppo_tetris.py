@@ -136,7 +136,7 @@ def test_ppo_loss_hand_computed_clipping_active_and_inactive():
     entropy = torch.ones(4)
     rollout = dict(logprobs=old_logprobs, values=old_values, returns=returns, advantages=advantages)
     coefs = dict(clip_coef=0.2, vf_coef=0.5, ent_coef=0.01)
-    loss, pg_loss, v_loss, entropy_mean, approx_kl, clipfrac = ppo_loss(
+    loss, pg_loss, v_loss, entropy_mean, old_approx_kl, approx_kl, clipfrac = ppo_loss(
         new_logprobs, new_values, entropy, rollout, clip_vloss=True, **coefs
     )
     assert pg_loss.item() == pytest.approx((-1.2 - 0.5 + 0.8 + 1.1) / 4)
@@ -147,6 +147,7 @@ def test_ppo_loss_hand_computed_clipping_active_and_inactive():
     assert loss.item() == pytest.approx(0.05 - 0.01 * 1.0 + 0.5 * 0.3825)
     kl = [(r - 1) - math.log(r) for r in (1.5, 0.5, 0.5, 1.1)]
     assert approx_kl.item() == pytest.approx(sum(kl) / 4)
+    assert old_approx_kl.item() == pytest.approx(-sum(math.log(r) for r in (1.5, 0.5, 0.5, 1.1)) / 4)
     _, _, v_unclipped, *_ = ppo_loss(new_logprobs, new_values, entropy, rollout, clip_vloss=False, **coefs)
     assert v_unclipped.item() == pytest.approx(0.5 * (0.25 + 1.21 + 1.21 + 0.0) / 4)
 
@@ -155,10 +156,31 @@ def test_ppo_loss_without_policy_change_is_unclipped():
     logprobs = torch.tensor([-1.0, -2.0])
     advantages = torch.tensor([2.0, -1.0])
     rollout = dict(logprobs=logprobs, values=torch.zeros(2), returns=torch.zeros(2), advantages=advantages)
-    _, pg_loss, _, _, approx_kl, clipfrac = ppo_loss(
+    _, pg_loss, _, _, old_approx_kl, approx_kl, clipfrac = ppo_loss(
         logprobs, torch.zeros(2), torch.zeros(2), rollout, clip_coef=0.2, clip_vloss=True, vf_coef=0.5, ent_coef=0.0
     )
     assert pg_loss.item() == pytest.approx(-0.5) and clipfrac.item() == 0.0 and approx_kl.item() == 0.0
+    assert old_approx_kl.item() == 0.0
+
+
+def test_logged_clipfrac_is_the_mean_over_the_updates_minibatches(tmp_path, monkeypatch):
+    """CleanRL logs np.mean(clipfracs) over every minibatch of the update, not the last one's: with each minibatch's
+    clipfrac replaced by its index (0, 1, 2, 3: 2 epochs of 2 minibatches), the logged value is 1.5."""
+    monkeypatch.chdir(tmp_path)
+    real_loss = ppo_tetris.ppo_loss
+    calls = []
+
+    def numbered_clipfrac(*args, **kwargs):
+        *out, clipfrac = real_loss(*args, **kwargs)
+        calls.append(len(calls))
+        return (*out, torch.tensor(float(calls[-1] % 4)))
+
+    monkeypatch.setattr(ppo_tetris, "ppo_loss", numbered_clipfrac)
+    flags = dict(TINY, num_minibatches=2, update_epochs=2)
+    result = train(Args(total_timesteps=64, **flags))
+    events = EventAccumulator(result["run_dir"], size_guidance={"scalars": 0}).Reload()
+    assert [e.value for e in events.Scalars("losses/clipfrac")] == [1.5]
+    assert "losses/old_approx_kl" in events.Tags()["scalars"]
 
 
 # ----- runs -----
