@@ -43,8 +43,8 @@ def init_world(dist_backend: str, device: torch.device) -> tuple:
 
 def allreduce_mean(params, extras: torch.Tensor, world: World) -> torch.Tensor:
     """Averages the gradients of `params` over the ranks in one flat all_reduce, with the scalars `extras` in the
-    same message; returns them averaged. DDP overlaps its all_reduce with the backward pass and was 7% faster per
-    minibatch (benchmarks/bench_distributed.py), but it cannot carry those scalars, nor see a recurrent unroll."""
+    same message; returns them averaged. DDP overlaps its all_reduce with the backward pass (docs/distributed.md
+    times both), but it cannot carry those scalars, nor see a recurrent unroll."""
     grads = [p.grad for p in params]
     flat = torch.cat([g.reshape(-1) for g in grads] + [extras.to(grads[0].dtype)])
     dist.all_reduce(flat)
@@ -104,7 +104,8 @@ class StopRequest:
     after the same one. In one process a second Ctrl-C stops at once: KeyboardInterrupt, nothing saved."""
 
     def __init__(self, world: World):
-        self.requested, self.world = False, world
+        self.requested = False
+        self.world = world
         self.previous = {sig: signal.signal(sig, self.request) for sig in (signal.SIGINT, signal.SIGTERM)}
 
     def request(self, signum, frame) -> None:

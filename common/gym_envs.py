@@ -17,9 +17,9 @@ from gymnasium.vector.utils import batch_space
 class SameStepVectorEnv(gym.vector.VectorEnv):
     """Gymnasium envs stepped one after another in this process: what `RecordEpisodeStatistics(SyncVectorEnv(...,
     autoreset_mode=SAME_STEP))` returns, with the same info keys (`final_obs`, `episode` {"r", "l"}, their
-    `_final_obs`, `_episode` masks; the envs' own infos dropped) and less per-step bookkeeping: A2C on CartPole trains
-    1.07-1.10x as fast at its defaults, 1.11x at SB3's settings (benchmarks/bench_tricks.py). Box observations; the
-    arrays are reused by the next step."""
+    `_final_obs`, `_episode` masks; the envs' own infos dropped) and less per-step bookkeeping, so A2C on CartPole
+    trains faster, the more so at SB3's settings, where CartPole's steps are a larger share of a step
+    (docs/benchmarks.md). Box observations; the arrays are reused by the next step."""
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
 
@@ -42,7 +42,8 @@ class SameStepVectorEnv(gym.vector.VectorEnv):
         """Seeds env i with seed + i, as SyncVectorEnv does."""
         for i, env in enumerate(self.envs):
             self.observations[i], _ = env.reset(seed=None if seed is None else seed + i, options=options)
-        self.episode_returns[:], self.episode_lengths[:] = 0.0, 0
+        self.episode_returns[:] = 0.0
+        self.episode_lengths[:] = 0
         return self.observations, {}
 
     def step(self, actions):
@@ -60,9 +61,11 @@ class SameStepVectorEnv(gym.vector.VectorEnv):
         infos = {}
         if final_obs is not None:
             dones = self.terminations | self.truncations
-            returns, lengths = np.where(dones, self.episode_returns, 0.0), np.where(dones, self.episode_lengths, 0)
+            returns = np.where(dones, self.episode_returns, 0.0)
+            lengths = np.where(dones, self.episode_lengths, 0)
             infos = dict(final_obs=final_obs, _final_obs=dones, _episode=dones, episode={"r": returns, "l": lengths})
-            self.episode_returns[dones], self.episode_lengths[dones] = 0.0, 0
+            self.episode_returns[dones] = 0.0
+            self.episode_lengths[dones] = 0
         return self.observations, self.rewards.copy(), self.terminations.copy(), self.truncations.copy(), infos
 
     def close_extras(self, **kwargs):
@@ -96,7 +99,8 @@ def make_gym_vector_env(
 def make_flat_env(env_id: str, render=False, step_cap: Optional[int] = None, **kwargs) -> gym.Env:
     """`env_id` (built with `kwargs`), its observations flattened into a vector (Box of any shape, Dict in key order,
     Discrete one-hot); `render`: its frames as rgb_array; `step_cap`: an env with no time limit of its own
-    (CliffWalking) is truncated there, so every evaluation ends. No passive env checker: ~20% of CartPole's steps."""
+    (CliffWalking) is truncated there, so every evaluation ends. No passive env checker: its wrapper costs a
+    large share of a step as cheap as CartPole's."""
     if step_cap is not None and gym.spec(env_id).max_episode_steps is None:
         kwargs["max_episode_steps"] = step_cap
     env = gym.make(env_id, disable_env_checker=True, **kwargs, **render_kwargs(env_id) if render else {})
@@ -107,7 +111,7 @@ def make_flat_env(env_id: str, render=False, step_cap: Optional[int] = None, **k
 
 
 def render_kwargs(env_id: str) -> dict:
-    """rgb_array frames; MuJoCo's at 320x240 (without a GPU it renders in software, ~80 ms a 480x480 frame), and
+    """rgb_array frames; MuJoCo's at 320x240 (without a GPU it renders in software, slowly at its default 480x480), and
     headless through EGL unless MUJOCO_GL says otherwise (needs libEGL: Debian's libegl1 and libegl-mesa0)."""
     if "mujoco" not in str(gym.spec(env_id).entry_point):
         if not os.environ.get("DISPLAY"):  # pygame draws classic control's frames; no window needed

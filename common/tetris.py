@@ -81,17 +81,31 @@ NUM_PIECES = 7
 PIECE_COLORS = np.array(
     [(240, 220, 0), (0, 200, 230), (0, 200, 80), (230, 40, 40), (170, 60, 220), (250, 140, 0), (40, 90, 240)], np.uint8
 )
-LOCKED, BACKGROUND, GRID = np.array((150, 150, 150), np.uint8), np.array((16, 16, 24), np.uint8), (48, 48, 60)
+LOCKED = np.array((150, 150, 150), np.uint8)
+BACKGROUND = np.array((16, 16, 24), np.uint8)
+GRID = (48, 48, 60)
 # A 3x5 pixel font for the score and line count: each digit's 5 rows, 3 bits a row (4 = left pixel).
-DIGITS = [(7, 5, 5, 5, 7), (2, 6, 2, 2, 7), (7, 1, 7, 4, 7), (7, 1, 7, 1, 7), (5, 5, 7, 1, 1),
-          (7, 4, 7, 1, 7), (7, 4, 7, 5, 7), (7, 1, 1, 1, 1), (7, 5, 7, 5, 7), (7, 5, 7, 1, 7)]  # fmt: skip
+DIGITS = [
+    (7, 5, 5, 5, 7),
+    (2, 6, 2, 2, 7),
+    (7, 1, 7, 4, 7),
+    (7, 1, 7, 1, 7),
+    (5, 5, 7, 1, 1),
+    (7, 4, 7, 1, 7),
+    (7, 4, 7, 5, 7),
+    (7, 1, 1, 1, 1),
+    (7, 5, 7, 5, 7),
+    (7, 5, 7, 1, 7),
+]
 NOOP, LEFT, RIGHT, ROTATE, SOFT_DROP, HARD_DROP, HOLD = range(7)
 NUM_ACTIONS = 7
 TICKS_PER_FALL = 4
 # Score and reward of each event, as in Ocean: the reward is score / 100 for drops, and 0.1 / 0.3 / 0.5 / 1.0
 # for clearing 1-4 lines (not score / 100 there).
-SOFT_DROP_SCORE, SOFT_DROP_REWARD = 1, 0.01
-HARD_DROP_SCORE_PER_ROW, HARD_DROP_REWARD_PER_ROW = 2, 0.02
+SOFT_DROP_SCORE = 1
+SOFT_DROP_REWARD = 0.01
+HARD_DROP_SCORE_PER_ROW = 2
+HARD_DROP_REWARD_PER_ROW = 0.02
 LINE_CLEAR_SCORE = np.array([0, 100, 300, 500, 1000])
 LINE_CLEAR_REWARD = np.array([0.0, 0.1, 0.3, 0.5, 1.0], dtype=np.float32)
 PERF_SCORE = 12565  # Ocean's "perf" normaliser
@@ -140,8 +154,11 @@ class Tetris(pufferlib.PufferEnv):
             raise ValueError(f"deck_size must be at least 1 (got {deck_size})")
         if max_ticks < 1 or log_interval < 1:
             raise ValueError(f"max_ticks and log_interval must be >= 1 (got {max_ticks}, {log_interval})")
-        self.n_rows, self.n_cols, self.deck_size = n_rows, n_cols, deck_size
-        self.max_ticks, self.log_interval = max_ticks, log_interval
+        self.n_rows = n_rows
+        self.n_cols = n_cols
+        self.deck_size = deck_size
+        self.max_ticks = max_ticks
+        self.log_interval = log_interval
         self.spawn_col = n_cols // 2
         self.num_cells = n_rows * n_cols
         self.scalars_at = self.num_cells
@@ -160,7 +177,8 @@ class Tetris(pufferlib.PufferEnv):
 
         # Per (piece * 4 + rotation): its cells as a 4-lane mask placed at column -1 (shift by col + 1),
         # and as offsets into the board part of the observation.
-        masks, offsets = [], []
+        masks = []
+        offsets = []
         for rotations in PIECE_CELLS:
             for cells in rotations:
                 masks.append(sum(1 << (LANE * r + c) for r, c in cells))
@@ -311,7 +329,8 @@ class Tetris(pufferlib.PufferEnv):
             self.deck[env, 1 : 1 + len(upcoming)] = [piece_id(p) for p in upcoming]
         self.hold[env] = -1 if hold is None else piece_id(hold)
         self.can_hold[env] = can_hold
-        self.piece_rot[env], self.piece_row[env] = rot, row
+        self.piece_rot[env] = rot
+        self.piece_row[env] = row
         self.piece_col[env] = self.spawn_col if col is None else col
         self.tick_fall[env] = tick_fall
         if tick is not None:
@@ -344,23 +363,28 @@ class Tetris(pufferlib.PufferEnv):
         """Game `env` as an RGB image ((n_rows + 2) * cell, (n_cols + 7) * cell, 3) for videos and GIFs: the board
         (locked cells grey, the falling piece in its colour), then on the right the next pieces, the score and the
         lines cleared, drawn with numpy alone."""
-        rows, cols = self.n_rows, self.n_cols
+        rows = self.n_rows
+        cols = self.n_cols
         colors = np.where(self.board(env)[:, :, None] == 1, LOCKED, BACKGROUND)
         for r, c in PIECE_CELLS[self.deck[env, 0]][self.piece_rot[env]]:
             colors[self.piece_row[env] + r, self.piece_col[env] + c] = PIECE_COLORS[self.deck[env, 0]]
         image = np.zeros(((rows + 2) * cell, (cols + 7) * cell, 3), np.uint8)
         image[:] = GRID
         image[cell : (rows + 1) * cell, cell : (cols + 1) * cell] = colors.repeat(cell, 0).repeat(cell, 1)
-        image[cell : (rows + 1) * cell : cell] = image[:, cell : (cols + 1) * cell : cell] = GRID  # cell borders
+        # cell borders
+        image[cell : (rows + 1) * cell : cell] = GRID
+        image[:, cell : (cols + 1) * cell : cell] = GRID
         for i, piece in enumerate(self.deck[env, 1 : self.deck_size]):  # the next pieces, one 4x4 box each
             for r, c in PIECE_CELLS[piece][0]:
-                y, x = (1 + 4 * i + r) * cell, (cols + 2 + c) * cell
+                y = (1 + 4 * i + r) * cell
+                x = (cols + 2 + c) * cell
                 image[y + 1 : y + cell, x + 1 : x + cell] = PIECE_COLORS[piece]
         for line, number in enumerate((self.score[env], self.lines[env])):  # 3x5 digits, scaled to cell / 4
             for i, digit in enumerate(str(int(number))[-6:]):
                 bits = np.array([[(row >> (2 - b)) & 1 for b in range(3)] for row in DIGITS[int(digit)]], bool)
                 pixel = max(cell // 4, 1)
-                y, x = (rows - 3 + 2 * line) * cell, (cols + 2) * cell + i * 4 * pixel
+                y = (rows - 3 + 2 * line) * cell
+                x = (cols + 2) * cell + i * 4 * pixel
                 block = image[y : y + 5 * pixel, x : x + 3 * pixel]
                 block[bits.repeat(pixel, 0).repeat(pixel, 1)] = 255
         return image
@@ -409,7 +433,8 @@ class Tetris(pufferlib.PufferEnv):
         """Swap the falling piece with the held one (or the next one), if it fits at spawn."""
         incoming = np.where(self.hold[envs] >= 0, self.hold[envs], self.deck[envs, 1])
         fits = self._fits(envs, incoming * 4, 0, self.spawn_col)
-        envs, incoming = envs[fits], incoming[fits]
+        envs = envs[fits]
+        incoming = incoming[fits]
         was_empty = envs[self.hold[envs] < 0]
         self.hold[envs] = self.deck[envs, 0]
         self.deck[envs, 0] = incoming
@@ -484,10 +509,11 @@ class Tetris(pufferlib.PufferEnv):
     def _piece_cells(self, envs):
         """Flat observation indices of the falling pieces' cells, (len(envs), 4)."""
         corner = self.obs_row_start[envs] + self.piece_row[envs] * self.n_cols + self.piece_col[envs]
-        # np.take(table, rows, axis=0), not table[rows]: numpy's fancy indexing gathers a 2-D array's rows several times
-        # slower; with those in _lock, _advance_deck, _write_deck: 1.11-1.19x the steps/s at N=4096 (bench_tetris_env.py
-        # --fancy-indexing times both forms); a Tetris script's default run, where the env is a small share of a step,
-        # 0.98-1.02x (bench_tricks.py): it is kept for the env's own speed, which the comparison with Ocean's measures
+        # np.take(table, rows, axis=0), not table[rows]: numpy's fancy indexing gathers a 2-D array's rows more slowly.
+        # With those in _lock, _advance_deck, _write_deck, the env steps faster (bench_tetris_env.py --fancy-indexing
+        # times both forms); a Tetris script's default run, where the env is a small share of a step, gains nothing
+        # measurable: they are kept for the env's own speed, which the comparison with Ocean's measures
+        # (docs/benchmarks.md)
         return corner[:, None] + np.take(self.cell_offsets, self.deck[envs, 0] * 4 + self.piece_rot[envs], axis=0)
 
     def _draw_pieces(self, envs):
@@ -506,7 +532,8 @@ class Tetris(pufferlib.PufferEnv):
 
     def _write_deck(self, envs):
         """Rewrite the one-hots: deck[:, :deck_size] then the hold (all zeros when empty)."""
-        at, k = self.one_hots_at, self.deck_size
+        at = self.one_hots_at
+        k = self.deck_size
         self.observations[envs, at:] = 0
         slots = np.take(self.deck, envs, axis=0)  # deck[envs, :k], then the hold in place of the last
         slots[:, k] = self.hold[envs]
@@ -515,7 +542,8 @@ class Tetris(pufferlib.PufferEnv):
 
     def _record_episodes(self, envs):
         ticks = self.tick[envs]
-        lines, clears = self.lines[envs], self.clears[envs]
+        lines = self.lines[envs]
+        clears = self.clears[envs]
         stats = {
             "score": self.score[envs],
             "perf": self.score[envs] / PERF_SCORE,
@@ -561,7 +589,8 @@ def watch(act, seed: int, max_ticks: int, fps: float) -> dict:
         time.sleep(1.0 / fps)
         _, _, terminated, truncated, infos = game.step(np.asarray(act(game.observations), dtype=np.int32))
         if terminated[0] or truncated[0]:
-            end, info = "game over" if terminated[0] else f"truncated at --max-ticks {max_ticks}", infos[0]
+            end = "game over" if terminated[0] else f"truncated at --max-ticks {max_ticks}"
+            info = infos[0]
             print(
                 "\033[H\033[2J" + game.render_final() + f"\n{end}: {info['ep_length']:.0f} steps, score "
                 f"{info['score']:.0f}, lines {info['lines_deleted']:.0f}, return {info['ep_return']:.2f}",

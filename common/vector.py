@@ -15,16 +15,16 @@ worker blocks on its command pipe, the learner blocks on the reply pipes and the
 sentinels (one `select`), so every process uses a core only while it has work, and a dead worker wakes
 the learner at once.
 
-Layout. E env objects (each a `pufferlib.PufferEnv`, or an emulated Gymnasium/PettingZoo env) of A agents
+Layout. E env objects (each a `pufferlib.PufferEnv`, or an object with its interface) of A agents
 each; object i owns agent rows [i*A, (i+1)*A) of every buffer. K groups of E/K consecutive objects: `recv`
 returns one group whose step is done, `send` starts that group's next step, so the learner can run the
 policy on one group while another steps (double buffering when K = 2). W workers own E/W consecutive
 objects each: either each worker hosts K/W whole groups and steps them in the order they were sent, or
 each group spans W/K whole workers.
 
-Step semantics are exactly `pufferlib.vector.Serial.send`'s, per object: `env.step(actions)`, or, when an
-emulated env object is `done`, `env.reset()`, so an emulated episode end is followed by a reset
-observation with reward 0 on the NEXT step. Native envs reset their own agents.
+Step semantics are exactly `pufferlib.vector.Serial.send`'s, per object: `env.step(actions)`, or
+`env.reset()` when the object says `done`. The project's env objects never do (common/tetris.py,
+common/puffer_envs.py): they reset their own agents in the step that ends an episode.
 """
 
 import collections
@@ -163,7 +163,8 @@ class _VecEnv:
 
         self._pending = [0] * num_groups  # replies still to come per group; > 0 means in flight
         self._ready = collections.deque()  # groups whose step is done, in the order they finished
-        self.order, self._next = order, 0  # round-robin: the group recv() returns next
+        self.order = order
+        self._next = 0  # round-robin: the group recv() returns next
         self._infos = [[] for _ in range(num_groups)]
         self._held = None  # the group returned by recv() and waiting for send()
         self._closed = False
@@ -195,7 +196,8 @@ class _VecEnv:
             self._wait()
         self._ready.clear()
         self._infos = [[] for _ in range(self.num_groups)]
-        self._held, self._next = None, 0
+        self._held = None
+        self._next = 0
         for group in range(self.num_groups):
             self._start(group, RESET if seed is None else RESET_SEEDED, 0 if seed is None else seed)
 
@@ -213,12 +215,15 @@ class _VecEnv:
                 raise RuntimeError("recv() with no group in flight: call async_reset() first")
             self._wait()
         if first_ready:
-            group = self._held = self._ready.popleft()
+            group = self._ready.popleft()
+            self._held = group
         else:
-            group = self._held = self._next
+            group = self._next
+            self._held = group
             self._ready.remove(group)
             self._next = (group + 1) % self.num_groups
-        infos, self._infos[group] = self._infos[group], []
+        infos = self._infos[group]
+        self._infos[group] = []
         rows = self._rows(group)
         return (
             self.observations[rows],
@@ -242,7 +247,8 @@ class _VecEnv:
                 f"send() expects actions of shape {self.actions[rows].shape} for one group (got {actions.shape})"
             )
         self.actions[rows] = actions
-        group, self._held = self._held, None
+        group = self._held
+        self._held = None
         self._start(group, STEP, 0)
 
     def reset(self, seed=None):
@@ -296,8 +302,8 @@ def _reset_objects(envs, op, seed):
 
 def _step_objects(envs):
     """Step `envs` [(global index, env)] on the actions in their buffers, as pufferlib.vector.Serial does.
-    Only list-valued infos (native PufferEnvs' convention) are kept: emulated envs return a dict every
-    step, which would cost a pickle per step; learners compute episode returns themselves."""
+    Only list-valued infos (PufferEnv's convention, which the project's env objects follow) are kept: an
+    env returning a dict every step would cost a pickle per step; learners compute episode returns themselves."""
     infos = []
     for _, env in envs:
         if env.done:
@@ -415,7 +421,8 @@ class Multiprocessing(_VecEnv):
     def __init__(self, env_creators, env_args, env_kwargs, num_envs, num_workers, num_groups, seed, order):
         super().__init__(env_creators, env_args, env_kwargs, num_envs, num_groups, seed, order, allocate=_shared_array)
         self.num_workers = num_workers
-        per_worker, per_group = num_envs // num_workers, num_envs // num_groups
+        per_worker = num_envs // num_workers
+        per_group = num_envs // num_groups
         # The workers each group is on; each worker owns objects [w * per_worker, (w + 1) * per_worker).
         self._group_workers = [
             sorted({i // per_worker for i in range(g * per_group, (g + 1) * per_group)}) for g in range(num_groups)
@@ -428,7 +435,9 @@ class Multiprocessing(_VecEnv):
         if "fork" not in multiprocessing.get_all_start_methods():
             raise ValueError("--backend Multiprocessing needs the fork start method (Linux, macOS); use Serial")
         context = multiprocessing.get_context("fork")
-        self.processes, self._commands, self._replies = [], [], []
+        self.processes = []
+        self._commands = []
+        self._replies = []
         parent_pid = os.getpid()
         for w in range(num_workers):
             objects = range(w * per_worker, (w + 1) * per_worker)
@@ -480,7 +489,8 @@ class Multiprocessing(_VecEnv):
             self._infos_by_worker[group].append((w, infos))
             self._pending[group] -= 1
             if self._pending[group] == 0:
-                parts, self._infos_by_worker[group] = sorted(self._infos_by_worker[group], key=lambda part: part[0]), []
+                parts = sorted(self._infos_by_worker[group], key=lambda part: part[0])
+                self._infos_by_worker[group] = []
                 self._infos[group] = [info for _, infos in parts for info in infos]
                 self._ready.append(group)
 
@@ -495,7 +505,8 @@ class Multiprocessing(_VecEnv):
             try:
                 message = self._replies[w].recv_bytes() if not is_sentinel or self._replies[w].poll() else None
             except (EOFError, OSError):
-                message, is_sentinel = None, True
+                message = None
+                is_sentinel = True
             if message is not None:
                 infos = pickle.loads(message) if message else []
                 if isinstance(infos, str):
@@ -551,7 +562,9 @@ class _ObjectBuilder:
     group to [(global index, env)]."""
 
     def __init__(self, spec, vecenv, per_group):
-        self.spec, self.per_group, self.seed = spec, per_group, vecenv._seed
+        self.spec = spec
+        self.per_group = per_group
+        self.seed = vecenv._seed
         self.buffers = [vecenv._buffers(i) for i, *_ in spec]
         self.driver = vecenv.driver_env
 

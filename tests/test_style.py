@@ -1,0 +1,75 @@
+"""The scripts and common/ stay plain to read (shared style): the formatter's layout is the layout, and one statement
+assigns one value. Unpacking one call's result (`obs, info = env.reset()`) is fine; `a, b = x, y` is not."""
+
+import ast
+import glob
+import os
+import re
+
+import pytest
+
+from conftest import ROOT
+
+FILES = ["a2c_cartpole.py", "ppo_tetris.py", "ppo_puffer_async.py"] + sorted(
+    os.path.relpath(path, ROOT) for path in glob.glob(os.path.join(ROOT, "common", "*.py"))
+)
+
+
+def several_values(value: ast.expr) -> bool:
+    """Whether `value` builds several values side by side: a tuple or list display, a generator or comprehension,
+    or a conditional choosing between such (`a, b = (x, y) if c else (z, w)`)."""
+    if isinstance(value, ast.IfExp):
+        return several_values(value.body) or several_values(value.orelse)
+    return isinstance(value, (ast.Tuple, ast.List, ast.GeneratorExp, ast.ListComp))
+
+
+def packed_statements(source: str) -> list:
+    """(line, what) of each `# fmt: skip`/`off` and each statement that assigns several values."""
+    found = [
+        (source[: match.start()].count("\n") + 1, "# fmt: " + match.group(1))
+        for match in re.finditer(r"#\s*fmt:\s*(skip|off)", source)
+    ]
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Assign):
+            continue
+        if len(node.targets) > 1:
+            found.append((node.lineno, "a = b = ... (chained)"))
+        elif isinstance(node.targets[0], (ast.Tuple, ast.List)) and several_values(node.value):
+            found.append((node.lineno, "several values in one assignment"))
+    return sorted(found)
+
+
+def test_the_check_finds_each_kind_of_packed_line():
+    source = "\n".join(
+        [
+            "obs, info = env.reset()",  # one call's result: fine
+            "x = 1",
+            "a, b = 1, 2",
+            "c, d = (f(k) for k in ks)",
+            "e, g = (1, 2) if flag else (3, 4)",
+            "h = i = 0",
+            "j = dict(a=1)  # fmt: skip",
+        ]
+    )
+    assert [line for line, _ in packed_statements(source)] == [3, 4, 5, 6, 7]
+
+
+@pytest.mark.parametrize("path", FILES)
+def test_no_packed_lines(path):
+    with open(os.path.join(ROOT, path)) as f:
+        found = packed_statements(f.read())
+    assert not found, f"{path}: " + "; ".join(f"line {line}: {what}" for line, what in found)
+
+
+@pytest.mark.parametrize("path", [f for f in FILES if f not in ("common/tetris.py", "common/vector.py")])
+def test_at_most_six_positional_parameters(path):
+    # The env engines common/tetris.py and common/vector.py are exempt: their constructors mirror PufferLib's.
+    with open(os.path.join(ROOT, path)) as f:
+        tree = ast.parse(f.read())
+    long = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names = [a.arg for a in node.args.posonlyargs + node.args.args if a.arg not in ("self", "cls")]
+            if len(names) > 6:
+                long.append(f"{node.name} ({len(names)})")
+    assert not long, f"{path}: " + ", ".join(long)
