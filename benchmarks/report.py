@@ -109,7 +109,20 @@ def render(name: str, results: dict) -> str:
     result = results[name]
     table = result["table"]
     notes = "".join(f"\n{note}\n" for note in table.get("notes", []))
-    return f"{markdown(table['columns'], table['rows'])}\n{notes}\n{stamp_line(result)}\n"
+    return f"{markdown(table['columns'], table['rows'])}\n{notes}\n{stamp_line(result)}\n{changed_line(result)}"
+
+
+def changed_line(result: dict) -> str:
+    """A visible mark under a table whose code changed on its path after it was measured (the results file's
+    "changed_since": the files, and what changed), until its command runs again; "" for a table that is current."""
+    changed = result.get("changed_since")
+    if not changed:
+        return ""
+    files = ", ".join(f"`{path}`" for path in changed["files"])
+    return (
+        f"\n**Measured at commit {result['commit']}; changed since: {files} ({changed['what']}).** "
+        f"`{result['command']}` measures it again.\n"
+    )
 
 
 def main() -> int:
