@@ -77,3 +77,17 @@ def test_ci_runs_the_readme_set_up_lines_as_written():
     ci = open(f"{ROOT}/.ci/run").read().splitlines()
     assert len(block) == 2 and all(line in ci for line in block), block
     assert block[0].startswith("python3 -m venv .venv && . .venv/bin/activate && ")
+
+
+def test_a_table_whose_code_changed_since_it_was_measured_says_so_under_it():
+    sys.path.insert(0, f"{ROOT}/benchmarks")
+    import report
+
+    result = json.loads(Path(ROOT, "benchmarks", "results", "classic-control.json").read_text())
+    result.pop("changed_since", None)
+    assert "changed since" not in report.render("classic-control", {"classic-control": result})
+    result["changed_since"] = {"files": ["ppo_puffer_async.py"], "what": "the rollout"}
+    rendered = report.render("classic-control", {"classic-control": result})
+    mark = rendered.strip().splitlines()[-1]
+    assert f"Measured at commit {result['commit']}; changed since: `ppo_puffer_async.py` (the rollout)" in mark
+    assert f"`{result['command']}` measures it again" in mark
