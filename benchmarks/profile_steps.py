@@ -1,4 +1,4 @@
-"""Where a training step's time goes: the env, the vector (and emulation) layer around it, the policy's forward pass,
+"""Where a training step's time goes: the env, the vector layer around it, the policy's forward pass,
 sampling, storage (the rollout's bookkeeping), and the update, per agent step, from one training run of a script.
 
     python benchmarks/profile_steps.py ppo_puffer_async.py --env-id HalfCheetah-v5 --num-envs 1 --horizon 64 \\
@@ -84,7 +84,11 @@ def compile_update(script, module):
 
 
 def main():
-    script, argv = sys.argv[1].removesuffix(".py"), sys.argv[2:]
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help") or not sys.argv[1].endswith(".py"):
+        print(__doc__)
+        raise SystemExit(0 if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help") else 2)
+    script = sys.argv[1].removesuffix(".py")
+    argv = sys.argv[2:]
     save = argv.pop(argv.index("--save") + 1) if "--save" in argv else None  # a results file's name
     argv = [arg for arg in argv if arg != "--save"]
     module = importlib.import_module(script)
@@ -95,7 +99,7 @@ def main():
     if script == "ppo_puffer_async":
         from common import vector
 
-        for name in ("recv", "send"):  # the vector layer and emulation, the env's step inside them
+        for name in ("recv", "send"):  # the vector layer and the env objects, the env's step inside them
             for cls in (vector.Serial, vector.Multiprocessing):
                 setattr(cls, name, clocked("env + vector layer", getattr(cls, name)))
         module.Policy.step = clocked("forward", module.Policy.step)
@@ -112,8 +116,9 @@ def main():
         module.Agent.sample = clocked("sample", module.Agent.sample)
         module.collect_rollout = marked("loop", clocked("rollout", module.collect_rollout))
     module.run.close = marked("end", module.run.close)  # the loop is over: the envs and the writer are closed
-    args = module.run.parse_args(module.Args, script, [*argv, "--eval-freq", "0", "--torch-threads", "1"],
-                                 module.args_for)  # fmt: skip
+    args = module.run.parse_args(
+        module.Args, script, [*argv, "--eval-freq", "0", "--torch-threads", "1"], module.args_for
+    )
     module.evaluate = lambda *a, **k: {"return": torch.zeros(1).numpy(), "length": torch.zeros(1).numpy()}
     here = os.getcwd()
     with tempfile.TemporaryDirectory() as tmp:  # the run's files go nowhere
@@ -122,7 +127,8 @@ def main():
         result = module.train(args)
         total = time.perf_counter() - start
         os.chdir(here)
-    steps, loop = result["global_step"], MARKS["end"] - MARKS["loop"]
+    steps = result["global_step"]
+    loop = MARKS["end"] - MARKS["loop"]
     parts = {
         "env": CLOCKS["env"],
         "vector layer": CLOCKS["env + vector layer"] - CLOCKS["env"],
