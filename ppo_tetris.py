@@ -213,7 +213,9 @@ def compute_gae(
     return advantages, advantages + values
 
 
-def ppo_loss(new_logprobs, new_values, entropy, mb: dict, *, clip_coef: float, clip_vloss: bool, vf_coef, ent_coef):
+def ppo_loss(
+    new_logprobs, new_values, entropy, mb: dict, *, clip_coef: float, clip_vloss: bool, vf_coef: float, ent_coef: float
+):
     """The clipped PPO objective on one minibatch: the new logprobs, values and entropies, and the rollout's `mb`
     logprobs, values, returns and advantages (already normalized if wanted).
 
