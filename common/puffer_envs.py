@@ -116,7 +116,8 @@ class SameStepAgents:
                 self.final_observations[i] = obs[agent]
                 self.observations[i] = 0  # its episode is over: absent until the env resets
                 self.masks[i] = False
-        if not self.env.agents:  # every agent's episode has ended: the next one begins in this step
+        ended = all(terminations.get(agent) or truncations.get(agent) for agent in acting)
+        if not self.env.agents or ended:  # every agent's episode has ended: the next one begins in this step
             obs, _ = self.env.reset()
             self.observe(obs)
         return self.observations, self.rewards, self.terminals, self.truncations, []
