@@ -14,7 +14,7 @@ import torch
 import a2c_cartpole
 import ppo_puffer_async
 import ppo_tetris
-from common import checkpoint
+from common import checkpoint, run
 from common.checkpoint import SaveError, save_checkpoint
 from conftest import ROOT
 
@@ -237,3 +237,12 @@ def test_a_disk_that_fills_for_a_while_warns_and_a_failed_final_save_is_one_line
         f"the checkpoint of step {per_update:,} is kept"
     )
     assert torch.load(path, weights_only=True)["update"] == 1
+
+
+def test_the_cpu_default_says_how_to_use_a_gpu_when_there_is_one(monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert run.resolve_device("cpu") == torch.device("cpu")
+    assert capsys.readouterr().out.count("pass --device cuda to use the GPU") == 1
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    run.resolve_device("cpu")
+    assert capsys.readouterr().out == ""  # no GPU: nothing to say
