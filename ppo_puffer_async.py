@@ -12,6 +12,7 @@ in; normalized importance weights, beta reaching 1; LSTM rows replay the rollout
     python ppo_puffer_async.py --env-id HalfCheetah-v5           # Box actions: the continuous defaults, 1M steps
     python ppo_puffer_async.py --env-id mpe-spread               # 3 agents per env (or: any PettingZoo module)
     python ppo_puffer_async.py --env-id cartpole-novel --lstm    # velocities hidden: memory needed
+    python ppo_puffer_async.py --env-id atari-breakout           # frames, a CNN: CleanRL's ppo_atari.py settings
     python ppo_puffer_async.py --eval-checkpoint runs/<run>/ppo_puffer_async.pt
     torchrun --standalone --nproc-per-node 2 ppo_puffer_async.py   # data-parallel: 2 ranks, each its own envs
 """
@@ -27,7 +28,7 @@ import torch
 import torch.nn as nn
 from torch.distributions import Categorical, Normal
 
-from common import distributed, logs, puffer_envs, run
+from common import atari, distributed, logs, puffer_envs, run
 from common.logs import Progress, log_eval, print_end, report, save_video, video_paths
 from common.normalize import RewardScaler
 from common.puffer_envs import EpisodeLog, NormalizedObservations, is_pettingzoo, make_puffer_vecenv, to_env
@@ -44,7 +45,8 @@ class Args(run.RunArgs):
     eval_episodes: int = 10
     """envs per evaluation; every agent's first episode counts (so a multi-agent env gives several per env)"""
     env_id: str = "tetris"
-    """tetris, mpe-spread, cartpole-novel or repeat-previous-easy (add --lstm), a Gymnasium id or a PettingZoo module"""
+    """tetris, mpe-spread, cartpole-novel or repeat-previous-easy (add --lstm), atari-<game> (e.g. atari-breakout),
+    a Gymnasium id or a PettingZoo module"""
     env_kwargs: str = ""
     """keyword arguments of a Gymnasium or PettingZoo env, e.g. N=2,max_cycles=50 (for mpe2.simple_spread_v3)"""
     total_timesteps: int = 90_000_000
@@ -102,7 +104,7 @@ class Args(run.RunArgs):
     reward_clamp: Optional[float] = None
     """clamp rewards to [-x, x] for learning (PufferLib always clamps to 1; we never do unless asked)"""
     hidden_size: int = 128
-    """width of the two hidden layers of the encoder"""
+    """width of the MLP encoder's two hidden layers; Atari: of the CNN's last layer"""
     activation: Literal["tanh", "relu"] = "relu"
     """the encoder's nonlinearity"""
     separate_critic: bool = False
@@ -125,7 +127,8 @@ class Args(run.RunArgs):
     """agents of two or more kinds: the kinds that share one reward, e.g. a+b,c; empty: MPE's teams, else each kind
     alone"""
     eval_max_steps: int = 1_000
-    """evaluation episodes of an env with no time limit of its own (CliffWalking) are truncated at this many steps"""
+    """evaluation episodes of an env with no time limit of its own (CliffWalking), and Atari games, are truncated at
+    this many steps"""
     render: bool = False
     """with --eval-checkpoint of a Tetris run: watch one game in the terminal"""
     render_fps: float = 10.0
@@ -208,6 +211,29 @@ ENV_DEFAULTS = {
         reward_scale=0.1,
     ),
     "repeat-previous-easy": dict(total_timesteps=1_000_000, num_envs=32, horizon=32),
+    # atari-<game>: CleanRL's ppo_atari.py (docs/atari.md): 8 envs x 128 steps, 4 minibatches, 4 epochs, Adam 2.5e-4,
+    # clip 0.1 (the value's too), rewards clipped to [-1, 1] for learning, the Nature CNN's 512 features (with
+    # --lstm an LSTM of 128, as ppo_atari_lstm.py). Rows of 16 steps: minibatches of 16 rows mix many moments of
+    # play, closer to CleanRL's shuffled steps than 2 rows of 128 would. Evaluation plays whole games, sampling
+    # actions (as CleanRL's evaluation), up to ALE's 108,000-frame cap.
+    "atari": dict(
+        total_timesteps=10_000_000,
+        num_envs=8,
+        horizon=16,
+        batch_size=1024,
+        num_minibatches=4,
+        update_epochs=4,
+        learning_rate=2.5e-4,
+        clip_coef=0.1,
+        vf_clip_coef=0.1,
+        vf_coef=0.5,
+        reward_clamp=1.0,
+        hidden_size=512,
+        lstm_hidden_size=128,
+        eval_actions="sampled",
+        eval_max_steps=27_000,
+        torch_threads=2,
+    ),
 }
 
 
@@ -217,6 +243,8 @@ def args_for(env_id: str = "tetris", **flags) -> Args:
     memory too), and a torchrun rank one torch thread."""
     if env_id == "tetris" or env_id in ENV_DEFAULTS:
         kind = env_id
+    elif atari.game_name(env_id):
+        kind = "atari"
     elif is_pettingzoo(env_id):
         kind = "pettingzoo"
     else:
@@ -245,6 +273,8 @@ def validate_args(args: Args, vecenv=None) -> None:
         raise ValueError(f"--prio-beta0 must be in [0, 1] (got {args.prio_beta0})")
     if (args.capture_video or args.gif) and args.env_id in puffer_envs.MEMORY_ENVS:
         raise ValueError(f"--capture-video and --gif record Tetris, PettingZoo and Gymnasium envs, not {args.env_id}")
+    if args.norm_obs and atari.game_name(args.env_id):
+        raise ValueError("--norm-obs: Atari frames are scaled to [0, 1] by the network; drop --norm-obs")
     if args.backend == "Serial" and args.num_workers != 1:
         raise ValueError(f"--num-workers {args.num_workers} needs --backend Multiprocessing (Serial steps in-process)")
     if vecenv is None:
@@ -276,19 +306,43 @@ def take(x, index):
     return None if x is None else x[index]
 
 
-class Policy(nn.Module):
-    """Encoder MLP (--hidden-size, --activation), optionally an LSTM, then a policy head and a value head. `step` acts
-    for one observation per agent (with their recurrent state); `unroll` replays rows from each row's stored state.
-    The policy head's output: a Categorical's logits (Discrete), one per dimension (MultiDiscrete), or a diagonal
-    Gaussian's mean (Box), its log-std a parameter, as in CleanRL's ppo_continuous_action.py and SB3."""
+def nature_cnn(channels: int, hidden_size: int, act) -> nn.Sequential:
+    """The Nature DQN network (Mnih et al. 2015) of CleanRL's ppo_atari.py: 84x84 frames -> `hidden_size` features
+    (CleanRL's 512). Its input is scaled to [0, 1] first (Policy.encode)."""
+    return nn.Sequential(
+        layer_init(nn.Conv2d(channels, 32, 8, stride=4)),
+        act(),
+        layer_init(nn.Conv2d(32, 64, 4, stride=2)),
+        act(),
+        layer_init(nn.Conv2d(64, 64, 3, stride=1)),
+        act(),
+        nn.Flatten(),
+        layer_init(nn.Linear(64 * 7 * 7, hidden_size)),
+        act(),
+    )
 
-    def __init__(self, obs_dim: int, action_space, args: Args):
+
+class Policy(nn.Module):
+    """An encoder, optionally an LSTM, then a policy head and a value head. The encoder is chosen by the observation's
+    shape: (n,) vectors go through a two-layer MLP (--hidden-size, --activation); (4, 84, 84) Atari frames, uint8,
+    through the Nature CNN. `step` acts for one observation per agent (with their recurrent state); `unroll` replays
+    rows from each row's stored state. The policy head's output: a Categorical's logits (Discrete), one per dimension
+    (MultiDiscrete), or a diagonal Gaussian's mean (Box), its log-std a parameter, as in CleanRL's
+    ppo_continuous_action.py and SB3."""
+
+    def __init__(self, obs_shape: tuple, action_space, args: Args):
         super().__init__()
         act = nn.Tanh if args.activation == "tanh" else nn.ReLU
         hidden_size = args.hidden_size
+        self.frames = len(obs_shape) == 3  # (stack, height, width): images, stored and sent as uint8
 
         def encoder():
-            linear = (layer_init(nn.Linear(obs_dim, hidden_size)), layer_init(nn.Linear(hidden_size, hidden_size)))
+            if self.frames:
+                return nature_cnn(obs_shape[0], hidden_size, act)
+            linear = (
+                layer_init(nn.Linear(obs_shape[0], hidden_size)),
+                layer_init(nn.Linear(hidden_size, hidden_size)),
+            )
             return nn.Sequential(linear[0], act(), linear[1], act())
 
         self.encoder = encoder()
@@ -313,9 +367,19 @@ class Policy(nn.Module):
             return None
         return tuple(torch.zeros(n, self.lstm.hidden_size, device=device) for _ in range(2))
 
+    def encode(self, encoder: nn.Module, obs: torch.Tensor) -> torch.Tensor:
+        """`encoder`'s features of observations of any leading shape. Frames (0-255, any dtype) are scaled to [0, 1]
+        here, per call: the buffer keeps them as uint8."""
+        if not self.frames:
+            return encoder(obs)
+        images = obs.reshape(-1, *obs.shape[-3:]).float() / 255.0  # the CNN takes a batch of images
+        # channels-last: the CPU's convolutions (oneDNN) run faster on this layout (docs/benchmarks.md#atari)
+        images = images.contiguous(memory_format=torch.channels_last)
+        return encoder(images).reshape(*obs.shape[:-3], -1)
+
     def step(self, obs: torch.Tensor, state=None):
         """(policy head's output, value, next state) for one observation per agent."""
-        hidden = self.encoder(obs)
+        hidden = self.encode(self.encoder, obs)
         if self.lstm is not None:
             out, (h, c) = self.lstm(hidden.unsqueeze(1), None if state is None else tuple(x[None] for x in state))
             hidden = out[:, 0]
@@ -323,12 +387,14 @@ class Policy(nn.Module):
         return self.actor(hidden), self.value(obs, hidden), state
 
     def value(self, obs: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
-        return self.critic(hidden if self.critic_encoder is None else self.critic_encoder(obs)).squeeze(-1)
+        if self.critic_encoder is not None:
+            hidden = self.encode(self.critic_encoder, obs)
+        return self.critic(hidden).squeeze(-1)
 
     def unroll(self, obs: torch.Tensor, state=None, starts=None, burn_in: int = 0, tbptt: Optional[int] = None):
         """(policy head's outputs, values) for rows (rows, horizon, obs) from their initial `state`, reset before the
         steps `starts[:, t]` marks; the first `burn_in` steps only advance the state; it is detached every `tbptt`."""
-        hidden = self.encoder(obs)
+        hidden = self.encode(self.encoder, obs)
         if self.lstm is not None:
             # The rows are cut only where something happens to the state between two steps: an episode begins
             # in some row (its state is zeroed), burn-in ends, or tbptt detaches. Each stretch between cuts is
@@ -409,14 +475,18 @@ class Experience:
     plays on unstored until all are full). `next_row[s]`: the agent's next row (-1: none); `next_value[s]`: V after its
     last step. LSTM (`state_size`): each agent's (h, c), each row's first (h, c), `starts[s, t]`: reset before t."""
 
-    def __init__(self, segments, horizon, num_agents, obs_dim, device, *, action_space=None, state_size=0, mask_size=0):
+    def __init__(
+        self, segments, horizon, num_agents, obs_shape, device, *, action_space=None, state_size=0, mask_size=0
+    ):
         # numpy: a step writes a few numbers per agent, which numpy does faster than torch on arrays this small
         # (a2c_cartpole.py's storage too); the update views them as tensors (tensors(): on the CPU, no copy)
         self.segments = segments
         self.horizon = horizon
         self.num_agents = num_agents
         shape = (segments, horizon)
-        self.obs = np.zeros(shape + (obs_dim,), np.float32)
+        # Atari frames stay uint8, a quarter of float32's memory; the policy scales each minibatch's (Policy.encode)
+        frames = len(obs_shape) == 3
+        self.obs = np.zeros(shape + tuple(obs_shape), np.uint8 if frames else np.float32)
         box = isinstance(action_space, gym.spaces.Box)  # one agent's action: an int, or a vector of ints or floats
         action_shape = () if action_space is None else action_space.shape
         self.actions = np.zeros(shape + action_shape, np.float32 if box else np.int64)
@@ -509,19 +579,23 @@ class EpisodeStats:
     """Each agent's episodes as the env reports them (common/puffer_envs.py's contract: an episode ends and the next
     begins in the same step), and which observations begin one (an LSTM's state restarts there): the one that comes
     with an end, and the one an absent agent returns with. A reward counts for an agent that acted on its last
-    observation (mask True: absent agents act on nothing). `gamma`: then `reward_scaler` tracks each agent's
-    discounted return (--norm-reward divides by its std)."""
+    observation (mask True: absent agents act on nothing). The returns logged are whole games': an Atari game of
+    several lives (each a learner's episode) is one. `gamma`: then `reward_scaler` tracks each agent's discounted
+    return (--norm-reward divides by its std)."""
 
     def __init__(self, num_agents: int, gamma=None):
         self.reward_scaler = RewardScaler(num_agents, gamma) if gamma is not None else None
         self.log = EpisodeLog(num_agents)
         self.acting = np.zeros(num_agents, dtype=bool)  # the agent acted on its last observation
 
-    def update(self, agents, rewards, dones, masks):
-        """Counts this recv's rewards; (the agents whose episode ended, per agent: this observation starts one)."""
+    def update(self, agents, rewards, dones, masks, *, game_over=None):
+        """Counts this recv's rewards; (the agents whose game ended, per agent: this observation starts an episode).
+        `game_over`: the steps that ended a whole game (Atari); None: every episode is a game."""
         acting = self.acting[agents]
         acted = agents[acting]
-        ended = self.log.add(acted, rewards[acting], dones[acting])
+        if game_over is None:
+            game_over = dones
+        ended = self.log.add(acted, rewards[acting], game_over[acting])
         if self.reward_scaler is not None and len(acted):
             self.reward_scaler.track(acted, rewards[acting], dones[acting])
         starting = dones | (masks & ~acting)
@@ -545,7 +619,8 @@ def rollout(vecenv, policy, experience, episodes, *, gamma, reward_scale, reward
         start = time.perf_counter()
         infos.extend(step_infos)
         agents = np.asarray(agents)
-        _, starting = episodes.update(agents, rewards, terminals | truncations, masks)
+        game_over = None if vecenv.game_over is None else vecenv.game_over[agents]  # Atari: the last life's end
+        _, starting = episodes.update(agents, rewards, terminals | truncations, masks, game_over=game_over)
         action_masks = None if vecenv.action_masks is None else vecenv.action_masks[agents]
         with torch.inference_mode():
             obs_t = torch.as_tensor(obs, device=device, dtype=torch.float32)
@@ -750,7 +825,8 @@ def evaluate(policy: Policy, args: Args, obs_rms, *, episodes: int, seed: int, d
             infos.extend(step_infos)
             ended_before = len(ends.log.returns)
             agents = np.asarray(agents)
-            ended, starting = ends.update(agents, rewards, terminals | truncations, masks)
+            game_over = None if vecenv.game_over is None else vecenv.game_over[agents]
+            ended, starting = ends.update(agents, rewards, terminals | truncations, masks, game_over=game_over)
             for agent, ret, length in zip(ended, ends.log.returns[ended_before:], ends.log.lengths[ended_before:]):
                 if np.isnan(first_return[agent]):
                     first_return[agent] = ret
@@ -799,7 +875,7 @@ def evaluate_checkpoint(args: Args) -> dict:
         args.env_id, args.num_envs, args.seed, max_ticks=args.max_ticks, env_kwargs=args.env_kwargs, teams=args.teams
     )
     validate_args(args, probe)
-    policy = Policy(probe.single_observation_space.shape[0], probe.single_action_space, args).to(device)
+    policy = Policy(probe.single_observation_space.shape, probe.single_action_space, args).to(device)
     probe.close()
     run.load_weights(policy, ckpt, "--eval-checkpoint", args.eval_checkpoint)
     if args.render:
@@ -854,9 +930,9 @@ def train(args: Args) -> dict:
     validate_args(args, vecenv)
     batch_size = args.batch_size or vecenv.num_agents * args.horizon  # agent steps per update and rank
     segments = batch_size // args.horizon  # buffer rows per rank
-    obs_dim = vecenv.single_observation_space.shape[0]
+    obs_shape = vecenv.single_observation_space.shape
     action_space = vecenv.single_action_space
-    policy = Policy(obs_dim, action_space, args).to(device)
+    policy = Policy(obs_shape, action_space, args).to(device)
     # foreach: each op of Adam's step on all the tensors at once, not torch's CPU loop: the same steps, faster
     # (docs/benchmarks.md)
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5, foreach=True)
@@ -885,7 +961,7 @@ def train(args: Args) -> dict:
         segments,
         args.horizon,
         vecenv.num_agents,
-        obs_dim,
+        obs_shape,
         device,
         action_space=action_space,
         state_size=args.lstm_hidden_size if args.lstm else 0,

@@ -41,7 +41,7 @@ def ppo_case(rows: int = 64):
 
     action_space = gym.spaces.Box(-1.0, 1.0, (6,), np.float32)
     args = ppo_puffer_async.args_for("HalfCheetah-v5", hidden_size=64)
-    policy = ppo_puffer_async.Policy(17, action_space, args)
+    policy = ppo_puffer_async.Policy((17,), action_space, args)
     optimizer = torch.optim.Adam(policy.parameters(), lr=3e-4, eps=1e-5, foreach=True)  # ppo_puffer_async.py's
     g = torch.Generator().manual_seed(0)
     mb = dict(logprobs=torch.randn(rows, 1, generator=g) - 6, values=torch.randn(rows, 1, generator=g),

@@ -101,7 +101,7 @@ def allreduce_vs_ddp(iters: int = 200) -> None:
     for name in ("flat all_reduce", "DDP", "no averaging (1 rank's cost)"):
         torch.manual_seed(0)
         policy = ppo_puffer_async.Policy(
-            234, ppo_puffer_async.gym.spaces.Discrete(7), ppo_puffer_async.args_for("tetris")
+            (234,), ppo_puffer_async.gym.spaces.Discrete(7), ppo_puffer_async.args_for("tetris")
         )
         model = DistributedDataParallel(Forward(policy)) if name == "DDP" else Forward(policy)
         for i in range(iters + 20):

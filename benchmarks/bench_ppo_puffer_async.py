@@ -55,10 +55,10 @@ def rollout_sps(env_id, backend, async_factor, num_workers, seconds):
         env_id, NUM_ENVS[env_id], 1, backend=backend, num_workers=num_workers, async_factor=async_factor
     )
     try:
-        obs_dim = vecenv.single_observation_space.shape[0]
-        policy = ppo_puffer_async.Policy(obs_dim, vecenv.single_action_space, args)
+        obs_shape = vecenv.single_observation_space.shape
+        policy = ppo_puffer_async.Policy(obs_shape, vecenv.single_action_space, args)
         experience = ppo_puffer_async.Experience(
-            vecenv.num_agents, args.horizon, vecenv.num_agents, obs_dim, torch.device("cpu")
+            vecenv.num_agents, args.horizon, vecenv.num_agents, obs_shape, torch.device("cpu")
         )
         stats = ppo_puffer_async.EpisodeStats(vecenv.num_agents)
         timers = dict(env=0.0, inference=0.0)

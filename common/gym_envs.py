@@ -132,8 +132,8 @@ def check_observation_space(space, env_id: str) -> None:
             leaves.extend(leaf.spaces.values() if isinstance(leaf, gym.spaces.Dict) else leaf.spaces)
         elif isinstance(leaf, gym.spaces.Box) and leaf.dtype == np.uint8 and len(leaf.shape) >= 2:
             raise ValueError(
-                f"--env-id {env_id}: observation space {space} holds images, which need a CNN; "
-                "this script's MLP takes vector observations"
+                f"--env-id {env_id}: observation space {space} holds images, which need a CNN; this script's MLP "
+                "takes vector observations (ppo_puffer_async.py's CNN reads Atari games: --env-id atari-<game>)"
             )
         elif not isinstance(
             leaf, (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)

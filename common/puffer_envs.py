@@ -1,10 +1,10 @@
 """Every env kind of ppo_puffer_async.py behind one PufferLib-style vector env (common/vector.py's protocol:
 async_reset, recv, send) and one contract: our Tetris natively, Gymnasium envs (two memory tasks for --lstm among them)
-and PettingZoo parallel envs as env objects of our own. Every env resets in the same step an episode ends: the
-observation returned with `terminal | truncation` is the next episode's first, the step's reward and flags are the
-ending step's, and the episode's last observation is in `vecenv.final_observations` (shared memory), to bootstrap a
-truncation from. `masks` says which agents act on this observation; `vecenv.action_masks` which of the (padded)
-actions are each agent's own."""
+and PettingZoo parallel envs as env objects of our own, Atari games through ALE's vector env (common/atari.py).
+Every env resets in the same step an episode ends: the observation returned with `terminal | truncation` is the next
+episode's first, the step's reward and flags are the ending step's, and the episode's last observation is in
+`vecenv.final_observations` (shared memory), to bootstrap a truncation from. `masks` says which agents act on this
+observation; `vecenv.action_masks` which of the (padded) actions are each agent's own."""
 
 import ast
 import functools
@@ -18,7 +18,7 @@ import gymnasium as gym
 import numpy as np
 import pufferlib
 
-from common import vector
+from common import atari, vector
 from common.gym_envs import check_gym_env, check_observation_space, make_flat_env
 from common.normalize import RunningMeanStd, normalize_obs
 from common.tetris import Tetris, tetris_sharing_final_obs
@@ -511,6 +511,7 @@ def make_puffer_vecenv(
     on the last step, `masks` (which agents act).
 
     env_id "tetris": our native Tetris, `num_envs` games split over one env object per group and worker (zero copy).
+    "atari-<game>": `num_envs` games of ALE's threaded vector env (common/atari.py; frames are uint8).
     "mpe-spread" or a PettingZoo module path: `num_envs` parallel envs of their agents each (SameStepAgents). Anything
     else: `num_envs` copies of that Gymnasium env (SameStepGymEnv). `env_kwargs` ("NAME=VALUE,...") go to the
     PettingZoo or Gymnasium constructor. `render`: a Gymnasium or PettingZoo env's frames as rgb_array
@@ -518,7 +519,8 @@ def make_puffer_vecenv(
     (gym_envs.make_flat_env). The vecenv also carries `agents_per_env`; `kinds`: a PettingZoo env's AgentKinds
     (`teams`: --teams), None for agents of one kind; `agent_kinds`: the kind of each of its agents; `action_masks`:
     (agents, outputs of the policy head) True where an action (a Box dimension) is the agent's own, None when every
-    agent has them all.
+    agent has them all; `game_over`: None, except for Atari, where a lost life ends the learner's episode and
+    `game_over[agent]` says whether the last recv's step ended the whole game.
     """
     if num_envs < 1 or num_workers < 1 or async_factor < 1:
         raise ValueError(
@@ -531,6 +533,16 @@ def make_puffer_vecenv(
         raise ValueError(f"--env-kwargs apply to PettingZoo and Gymnasium envs, not to {env_id}; drop them")
     if teams and not is_pettingzoo(env_id):
         raise ValueError(f"--teams {teams!r}: teams are kinds of agent of a PettingZoo env, not of {env_id}; drop it")
+    if atari.game_name(env_id):
+        return make_atari_vecenv(
+            env_id,
+            num_envs,
+            env_kwargs=env_kwargs,
+            backend=backend,
+            async_factor=async_factor,
+            step_cap=step_cap,
+            render=render,
+        )
     if env_id == "tetris":
         # One Tetris object steps many games with array ops: give each (group, worker) pair one object.
         objects = max(async_factor, num_workers)
@@ -554,9 +566,15 @@ def make_puffer_vecenv(
             creators = SameStepGymEnv
         else:
             unknown = (
-                "is unknown: use tetris, mpe-spread, cartpole-novel, repeat-previous-easy, a registered "
-                "Gymnasium id such as CartPole-v1, or a PettingZoo module such as mpe2.simple_reference_v3"
+                "is unknown: use tetris, mpe-spread, cartpole-novel, repeat-previous-easy, atari-<game> such as "
+                "atari-breakout, a registered Gymnasium id such as CartPole-v1, or a PettingZoo module such as "
+                "mpe2.simple_reference_v3"
             )
+            if env_id.startswith("ALE/") or "NoFrameskip" in env_id:
+                raise ValueError(
+                    f"--env-id {env_id}: Atari games are atari-<game>, e.g. atari-breakout for "
+                    "BreakoutNoFrameskip-v4 with CleanRL's preprocessing (docs/atari.md)"
+                )
             check_spaces(*check_gym_env(env_id, unknown, kwargs), env_id)
             make_env = functools.partial(make_flat_env, env_id, render, step_cap, **kwargs)
             creators = SameStepGymEnv
@@ -583,9 +601,26 @@ def make_puffer_vecenv(
     vecenv.kinds = kinds
     vecenv.agent_kinds = None
     vecenv.action_masks = None
+    vecenv.game_over = None  # a game is an episode: only Atari's games outlast one (a life)
     if kinds is not None:
         vecenv.agent_kinds = np.tile(kinds.of_agent, num_envs)
         vecenv.action_masks = kinds.masks[vecenv.agent_kinds]
+    return vecenv
+
+
+def make_atari_vecenv(env_id: str, num_envs: int, *, env_kwargs, backend, async_factor, step_cap, render):
+    """An Atari game's vecenv (common/atari.py): `num_envs` games in --async-factor groups, stepped by ALE's threads
+    in this process; `step_cap` (evaluation's --eval-max-steps) truncates a game at that many steps."""
+    if env_kwargs:
+        raise ValueError(f"--env-kwargs apply to PettingZoo and Gymnasium envs, not to {env_id}; drop them")
+    if backend != "Serial":
+        raise ValueError(f"--backend {backend}: ALE steps Atari games in its own threads; use --backend Serial")
+    max_frames = atari.FRAMESKIP * step_cap if step_cap else atari.MAX_FRAMES
+    groups = async_factor
+    threads = min(num_envs // groups, os.cpu_count() or 1)
+    vecenv = atari.AtariEnvs(
+        atari.game_name(env_id), num_envs, groups=groups, threads=threads, max_frames=max_frames, render=render
+    )
     return vecenv
 
 
@@ -597,11 +632,15 @@ def to_env(actions: np.ndarray, space) -> np.ndarray:
 def first_frame(vecenv) -> np.ndarray:
     """An RGB image of the first env of an in-process (Serial) vecenv, for videos: Tetris's first game drawn by
     Tetris.frame, or a Gymnasium or PettingZoo env's rgb_array frame (make_puffer_vecenv(render=True))."""
+    if isinstance(vecenv, atari.AtariEnvs):
+        return vecenv.frame()
     env = vecenv.envs[0]
     return env.frame(0) if isinstance(env, Tetris) else env.env.render()
 
 
 def frame_rate(vecenv) -> float:
     """Frames per second for first_frame's video: Tetris at 10 (its --render-fps), any other env at its own."""
+    if isinstance(vecenv, atari.AtariEnvs):
+        return 60 / atari.FRAMESKIP  # the game's 60 frames a second, one in 4 shown
     env = vecenv.envs[0]
     return 10 if isinstance(env, Tetris) else env.env.metadata.get("render_fps", 30)

@@ -64,6 +64,11 @@ CASES = {  # name: flags, or (flags of the first run, flags of its --resume)
     "puffer-popgym-lstm": PUFFER + "--env-id popgym-RepeatPreviousEasy-v0 --lstm --total-timesteps 16384".split(),
     "a2c-lunarlander": A2C + "--env-id LunarLander-v3 --total-timesteps 16384".split(),
     "a2c-gru": A2C + "--env-id popgym-RepeatPreviousEasy-v0 --lstm --rnn-type gru --total-timesteps 12800".split(),
+    # Atari (the atari extra): the CNN from uint8 frames, whole games logged; with an LSTM on the CNN
+    "puffer-atari": PUFFER
+    + "--env-id atari-breakout --num-envs 4 --batch-size 256 --total-timesteps 1024 --eval-max-steps 300".split(),
+    "puffer-atari-lstm": PUFFER
+    + "--env-id atari-pong --lstm --num-envs 4 --batch-size 256 --total-timesteps 512 --eval-max-steps 100".split(),
     "puffer-extend-ent": (
         PUFFER + "--env-id CartPole-v1 --anneal-ent --ent-coef 0.01 --total-timesteps 5120".split(),
         "--total-timesteps 10240".split(),

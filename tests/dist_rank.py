@@ -122,7 +122,7 @@ def grad(outdir):
 
         if name == "ppo_puffer_async":
             net_args = ppo_puffer_async.Args(hidden_size=16, lstm=True, lstm_hidden_size=8)
-            net = ppo_puffer_async.Policy(obs_dim, gym.spaces.Discrete(num_actions), net_args)
+            net = ppo_puffer_async.Policy((obs_dim,), gym.spaces.Discrete(num_actions), net_args)
 
             def loss_on(model, sel):
                 logits, values = model.unroll(

@@ -17,7 +17,7 @@ import bench_leanrl  # noqa: E402
 def box_policy():
     torch.manual_seed(0)
     args = ppo_puffer_async.args_for("HalfCheetah-v5", hidden_size=8)
-    policy = ppo_puffer_async.Policy(5, gym.spaces.Box(-1.0, 1.0, (3,), np.float32), args)
+    policy = ppo_puffer_async.Policy((5,), gym.spaces.Box(-1.0, 1.0, (3,), np.float32), args)
     with torch.no_grad():
         policy.log_std.copy_(torch.tensor([-1.0, 0.0, 0.5]))
     return policy

@@ -18,7 +18,7 @@ import bench_optimizer  # noqa: E402
 def box_policy():
     torch.manual_seed(0)
     args = ppo_puffer_async.args_for("HalfCheetah-v5", hidden_size=8)
-    return ppo_puffer_async.Policy(5, gym.spaces.Box(-1.0, 1.0, (3,), np.float32), args)
+    return ppo_puffer_async.Policy((5,), gym.spaces.Box(-1.0, 1.0, (3,), np.float32), args)
 
 
 def train_both(swapped):

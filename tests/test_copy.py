@@ -34,6 +34,7 @@ FAMILIES = {
         "HalfCheetah-v5": "gymnasium[mujoco]",
         "repeat-previous-easy": "popgym",
         "mpe2.simple_speaker_listener_v4": "mpe2",
+        "atari-breakout": "ale-py",
     },
 }
 FAMILY_FLAGS = {

@@ -85,6 +85,7 @@ class ScriptedVecEnv:
 
     single_action_space = gym.spaces.Discrete(2)
     action_masks = None
+    game_over = None
     groups = [np.array([0, 2, 4]), np.array([1, 3, 5])]
     order = "AABABBBAABAB"
 
@@ -151,7 +152,7 @@ def test_rows_hold_consecutive_steps_of_one_agent_whatever_the_group_order():
     horizon = 5
     segments = 12
     gamma = 0.9
-    experience = Experience(segments, horizon, env.num_agents, 3, CPU)
+    experience = Experience(segments, horizon, env.num_agents, (3,), CPU)
     policy = ObsValuePolicy([0.0, 0.0], [0.0, 0.5, 0.0])  # uniform; V(o) = 0.5 * step in episode
     fills = []
     finish = experience.finish_steps
@@ -448,7 +449,7 @@ def test_emulated_time_limit_bootstraps_the_final_observation_and_stores_no_rese
     )
     vecenv = make_puffer_vecenv("CartPole5-v1", 2, seed=3)
     policy = ObsValuePolicy([100.0, 0.0], [0.0, 10.0, 0.0, 0.0])  # always action 0
-    experience = Experience(2, 12, 2, 4, CPU)
+    experience = Experience(2, 12, 2, (4,), CPU)
     try:
         vecenv.async_reset(3)
         rollout(
@@ -493,9 +494,9 @@ def test_a_truncated_step_bootstraps_from_the_final_observation_with_the_memory_
         ),
     )
     torch.manual_seed(0)
-    policy = ppo_puffer_async.Policy(4, gym.spaces.Discrete(2), Args(hidden_size=8, lstm=True, lstm_hidden_size=4))
+    policy = ppo_puffer_async.Policy((4,), gym.spaces.Discrete(2), Args(hidden_size=8, lstm=True, lstm_hidden_size=4))
     vecenv = make_puffer_vecenv("CartPole5-v1", 2, seed=3)
-    experience = Experience(2, 12, 2, 4, CPU, state_size=4)
+    experience = Experience(2, 12, 2, (4,), CPU, state_size=4)
     try:
         vecenv.async_reset(3)
         rollout(
@@ -938,9 +939,9 @@ def lstm_rollout(env_id, backend="Serial", async_factor=2, **env_kwargs):
     vecenv = make_puffer_vecenv(env_id, 4, seed=5, backend=backend, async_factor=async_factor, **env_kwargs)
     obs_dim = vecenv.single_observation_space.shape[0]
     policy = ppo_puffer_async.Policy(
-        obs_dim, vecenv.single_action_space, Args(hidden_size=32, lstm=True, lstm_hidden_size=16)
+        (obs_dim,), vecenv.single_action_space, Args(hidden_size=32, lstm=True, lstm_hidden_size=16)
     )
-    experience = Experience(2 * vecenv.num_agents, 12, vecenv.num_agents, obs_dim, CPU, state_size=16)
+    experience = Experience(2 * vecenv.num_agents, 12, vecenv.num_agents, (obs_dim,), CPU, state_size=16)
     try:
         vecenv.async_reset(5)
         for _ in range(2):  # the second rollout starts from states carried over
@@ -984,7 +985,7 @@ def test_lstm_update_replays_exactly_what_the_rollout_saw(env_id, env_kwargs, bu
 
 def test_lstm_outputs_after_an_episode_start_ignore_everything_before_it():
     torch.manual_seed(0)
-    policy = ppo_puffer_async.Policy(3, gym.spaces.Discrete(2), Args(hidden_size=8, lstm=True, lstm_hidden_size=4))
+    policy = ppo_puffer_async.Policy((3,), gym.spaces.Discrete(2), Args(hidden_size=8, lstm=True, lstm_hidden_size=4))
     obs = torch.randn(2, 10, 3)
     starts = torch.zeros(2, 10, dtype=torch.bool)
     starts[:, 6] = True
@@ -1002,7 +1003,7 @@ def test_lstm_outputs_after_an_episode_start_ignore_everything_before_it():
 def gradient_reach(burn_in=0, tbptt=0, loss_step=9):
     """Which steps' observations get gradient from the value at `loss_step` (a hand-checkable graph)."""
     torch.manual_seed(0)
-    policy = ppo_puffer_async.Policy(3, gym.spaces.Discrete(2), Args(hidden_size=8, lstm=True, lstm_hidden_size=4))
+    policy = ppo_puffer_async.Policy((3,), gym.spaces.Discrete(2), Args(hidden_size=8, lstm=True, lstm_hidden_size=4))
     obs = torch.randn(1, 10, 3, requires_grad=True)
     _, values = policy.unroll(
         obs, policy.initial_state(1, CPU), torch.zeros(1, 10, dtype=torch.bool), burn_in=burn_in, tbptt=tbptt

@@ -107,7 +107,7 @@ def test_a_kinds_missing_actions_are_never_sampled_nor_scored():
     vecenv.close()
     assert vecenv.action_masks.tolist() == [[True, True, True, False, False], [True] * 5]
     torch.manual_seed(0)
-    policy = Policy(13, gym.spaces.Discrete(5), Args(hidden_size=8))
+    policy = Policy((13,), gym.spaces.Discrete(5), Args(hidden_size=8))
     masks = torch.as_tensor(vecenv.action_masks[[0] * 3000 + [1] * 3000])
     out = torch.randn(1, 5).expand(6000, 5)
     actions, logprobs = policy.sample(out, masks)
@@ -128,7 +128,7 @@ def test_a_gaussians_padded_dimensions_are_left_out_of_logprob_entropy_and_gradi
     box = lambda width: gym.spaces.Box(-1.0, 1.0, (width,))  # noqa: E731
     kinds = agent_kinds("test", {"small_0": (box(2), box(1)), "large_0": (box(2), box(3))})
     assert kinds.action_space.shape == (3,) and kinds.masks.tolist() == [[True, False, False], [True] * 3]
-    policy = Policy(4, kinds.action_space, Args(hidden_size=8))
+    policy = Policy((4,), kinds.action_space, Args(hidden_size=8))
     small = torch.as_tensor(kinds.masks[:1])  # a small agent's action mask
     out = torch.zeros(1, 3)
     actions = torch.tensor([[0.5, 3.0, -3.0]])
@@ -236,7 +236,7 @@ def test_random_opponents_play_each_team_in_turn_with_uniform_actions(tmp_path, 
     vecenv_args = args_for("mpe2.simple_tag_v3", eval_actions="greedy")
     kinds = make_puffer_vecenv("mpe2.simple_tag_v3", 1, seed=0)
     kinds.close()
-    policy = Policy(kinds.single_observation_space.shape[0], kinds.single_action_space, Args(hidden_size=8))
+    policy = Policy(kinds.single_observation_space.shape, kinds.single_action_space, Args(hidden_size=8))
     with torch.no_grad():
         policy.actor.weight.zero_()
         policy.actor.bias.copy_(torch.tensor([5.0, 0, 0, 0, 0]))
@@ -290,8 +290,8 @@ def test_the_rollout_samples_each_agent_from_its_own_actions_and_stores_its_mask
     update scores with."""
     vecenv = make_puffer_vecenv("mpe2.simple_speaker_listener_v4", 16, seed=0)
     torch.manual_seed(0)
-    policy = Policy(vecenv.single_observation_space.shape[0], vecenv.single_action_space, Args(hidden_size=8))
-    experience = Experience(32, 20, 32, vecenv.single_observation_space.shape[0], torch.device("cpu"), mask_size=5)
+    policy = Policy(vecenv.single_observation_space.shape, vecenv.single_action_space, Args(hidden_size=8))
+    experience = Experience(32, 20, 32, vecenv.single_observation_space.shape, torch.device("cpu"), mask_size=5)
     try:
         vecenv.async_reset(0)
         rollout(

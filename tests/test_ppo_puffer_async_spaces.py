@@ -22,7 +22,7 @@ CPU = torch.device("cpu")
 
 
 def test_gaussian_logprob_and_entropy_by_hand_and_against_torch():
-    policy = Policy(3, gym.spaces.Box(-1.0, 1.0, (2,)), Args(hidden_size=8))
+    policy = Policy((3,), gym.spaces.Box(-1.0, 1.0, (2,)), Args(hidden_size=8))
     with torch.no_grad():
         policy.log_std.copy_(torch.tensor([-0.5, 0.3]))
     mean, actions = torch.randn(5, 2), torch.randn(5, 2)
@@ -39,7 +39,7 @@ def test_gaussian_logprob_and_entropy_by_hand_and_against_torch():
 
 def test_box_actions_are_scored_as_sampled_and_clipped_only_for_the_env():
     torch.manual_seed(0)
-    policy = Policy(3, gym.spaces.Box(-1.0, 1.0, (2,)), Args(hidden_size=8))
+    policy = Policy((3,), gym.spaces.Box(-1.0, 1.0, (2,)), Args(hidden_size=8))
     with torch.no_grad():
         policy.log_std.fill_(1.0)  # std e: most samples fall outside [-1, 1]
     out = torch.zeros(1000, 2)
@@ -55,7 +55,7 @@ def test_box_actions_are_scored_as_sampled_and_clipped_only_for_the_env():
 def test_multidiscrete_logprobs_and_entropies_are_sums_over_dimensions():
     torch.manual_seed(0)
     nvec = [3, 2, 4]
-    policy = Policy(3, gym.spaces.MultiDiscrete(nvec), Args(hidden_size=8))
+    policy = Policy((3,), gym.spaces.MultiDiscrete(nvec), Args(hidden_size=8))
     out, actions = torch.randn(6, 9), torch.stack([torch.randint(0, n, (6,)) for n in nvec], -1)
     logprobs, entropy = policy.logprob_and_entropy(out, actions)
     dists = [Categorical(logits=x) for x in out.split(nvec, -1)]
@@ -127,7 +127,7 @@ def test_discrete_observations_learn_cliffwalking(tmp_path, monkeypatch):
 
 def test_an_evaluation_without_a_time_limit_ends_at_the_step_cap():
     """A policy that only walks up never reaches CliffWalking's goal: each episode is truncated at --eval-max-steps."""
-    policy = Policy(48, gym.spaces.Discrete(4), Args(hidden_size=8))
+    policy = Policy((48,), gym.spaces.Discrete(4), Args(hidden_size=8))
     with torch.no_grad():
         policy.actor.weight.zero_()
         policy.actor.bias.copy_(torch.tensor([1.0, 0.0, 0.0, 0.0]))  # 0: up

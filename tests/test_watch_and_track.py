@@ -66,7 +66,7 @@ def test_recording_tetris_play_changes_nothing(tmp_path):
 def test_recording_puffer_tetris_evaluation_changes_nothing(tmp_path):
     args = ppo_puffer_async.Args(max_ticks=50, hidden_size=16)
     game = Tetris(num_envs=1)
-    policy = ppo_puffer_async.Policy(game.single_observation_space.shape[0], game.single_action_space, args)
+    policy = ppo_puffer_async.Policy(game.single_observation_space.shape, game.single_action_space, args)
     with torch.random.fork_rng():
         plain = ppo_puffer_async.evaluate(policy, args, None, episodes=2, seed=5, device=CPU)
     with torch.random.fork_rng():
@@ -79,7 +79,7 @@ def test_recording_puffer_tetris_evaluation_changes_nothing(tmp_path):
 
 def test_recording_puffer_mpe_evaluation_changes_nothing(tmp_path):
     args = ppo_puffer_async.args_for("mpe-spread", hidden_size=16)
-    policy = ppo_puffer_async.Policy(18, gym.spaces.Discrete(5), args)  # simple_spread: 18 observations, 5 actions
+    policy = ppo_puffer_async.Policy((18,), gym.spaces.Discrete(5), args)  # simple_spread: 18 observations, 5 actions
     with torch.random.fork_rng():
         plain = ppo_puffer_async.evaluate(policy, args, None, episodes=2, seed=5, device=CPU)
     with torch.random.fork_rng():

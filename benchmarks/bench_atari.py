@@ -1,0 +1,394 @@
+"""ppo_puffer_async.py on Atari beside CleanRL's ppo_atari.py, run here: training speed (and Stable-Baselines3's PPO
+with CnnPolicy) at CleanRL's settings, where a step's time goes, and learning at 1M agent steps (4M frames).
+
+    python benchmarks/bench_atari.py --speed --cleanrl CLEANRL_CLONE         # SPS side by side; ~25 min
+    python benchmarks/bench_atari.py --learn --cleanrl CLEANRL_CLONE         # Breakout and Pong, seeds 1-3, both
+
+CLEANRL_CLONE is a clone of github.com/vwxyzjn/cleanrl holding CLEANRL_COMMIT; its ppo_atari.py (and the
+cleanrl_utils/atari_wrappers.py it imports) are written out with the edits below, the fewest that Gymnasium 1.x and
+ale-py 0.12 need. Needs `pip install -e ".[atari,bench]"` (ale-py; SB3 and OpenCV for CleanRL's and SB3's wrappers).
+
+Speed: each learner trains --speed-steps agent steps with both cores, one after the other, twice over in alternation
+(ours, CleanRL's, SB3's, ours, ...); a row's SPS is the better of its two, the ratio is against CleanRL's.
+
+Learning: every (learner, game, seed) is a subprocess pinned to one core, two at a time, in its own folder under
+--out; a finished run's result is kept there and a killed run of ours goes on from its checkpoint, so rerunning the
+command only runs what is missing. The statistic, the same for both: the mean full-game return (all lives,
+unclipped) of each run's last 100 training episodes. Ours also reports its final evaluation (10 whole games).
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import results as results_module  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+GAMES = {"breakout": "BreakoutNoFrameskip-v4", "pong": "PongNoFrameskip-v4"}
+CLEANRL_COMMIT = "fe8d8a03c41a7ef5b523e2e354bd01c363e786bb"
+# CleanRL's ppo_atari.py was written for Gymnasium 0.29. The edits: register ale-py's envs (Gymnasium 1.x no longer
+# finds them itself); the two wrappers' new names; the vector env's same-step autoreset, which 0.29 did and 1.x no
+# longer does by default (without it, each life's end hands the learner one step across the reset); and episode
+# logging from 1.x's final_info, a dict of arrays where 0.29 had a list of dicts.
+CLEANRL_EDITS = [
+    ("import gymnasium as gym\n", "import ale_py\nimport gymnasium as gym\n\ngym.register_envs(ale_py)\n"),
+    ("gym.wrappers.GrayScaleObservation(env)", "gym.wrappers.GrayscaleObservation(env)"),
+    ("gym.wrappers.FrameStack(env, 4)", "gym.wrappers.FrameStackObservation(env, 4)"),
+    (
+        "[make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)],\n",
+        "[make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)],\n"
+        "        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,\n",
+    ),
+    (
+        """            if "final_info" in infos:
+                for info in infos["final_info"]:
+                    if info and "episode" in info:
+                        print(f"global_step={global_step}, episodic_return={info['episode']['r']}")
+                        writer.add_scalar("charts/episodic_return", info["episode"]["r"], global_step)
+                        writer.add_scalar("charts/episodic_length", info["episode"]["l"], global_step)
+""",
+        """            if "final_info" in infos and "episode" in infos["final_info"]:
+                ended = infos["final_info"]["_episode"]
+                for r, l in zip(infos["final_info"]["episode"]["r"][ended], infos["final_info"]["episode"]["l"][ended]):
+                    print(f"global_step={global_step}, episodic_return={r}")
+                    writer.add_scalar("charts/episodic_return", r, global_step)
+                    writer.add_scalar("charts/episodic_length", l, global_step)
+""",
+    ),
+]
+SB3 = """
+import sys, time, torch
+from stable_baselines3 import PPO
+from stable_baselines3.common.env_util import make_atari_env
+from stable_baselines3.common.vec_env import VecFrameStack
+import ale_py, gymnasium
+gymnasium.register_envs(ale_py)
+env = VecFrameStack(make_atari_env(sys.argv[1], n_envs=8, seed=1), n_stack=4)
+model = PPO("CnnPolicy", env, n_steps=128, batch_size=256, n_epochs=4, learning_rate=2.5e-4, gamma=0.99,
+            gae_lambda=0.95, clip_range=0.1, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, seed=1, device="cpu")
+start = time.perf_counter()
+model.learn(int(sys.argv[2]))
+print(f"SPS {int(sys.argv[2]) / (time.perf_counter() - start):.0f}")
+"""
+# Ours in this process, its episodes' returns appended to episodes.jsonl as each update pops them (a resumed run
+# appends to the same file): the benchmark's own record, the script unchanged.
+OURS = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import ppo_puffer_async
+from common.puffer_envs import EpisodeLog
+pop = EpisodeLog.pop
+def recording_pop(self):
+    returns, lengths, agents = pop(self)
+    with open("episodes.jsonl", "a") as f:
+        f.write(json.dumps([float(r) for r in returns]) + "\\n")
+    return returns, lengths, agents
+EpisodeLog.pop = recording_pop
+ppo_puffer_async.main(sys.argv[2:])
+"""
+
+
+def cleanrl_script(clone: str, out: Path) -> Path:
+    """CleanRL's ppo_atari.py and its wrappers from a clone of its repository at CLEANRL_COMMIT, edited for
+    Gymnasium 1.x and ale-py 0.12, written into `out`."""
+
+    def show(path):
+        source = subprocess.run(
+            ["git", "-C", clone, "show", f"{CLEANRL_COMMIT}:{path}"], capture_output=True, text=True
+        )
+        if source.returncode != 0:
+            raise SystemExit(
+                f"--cleanrl {clone}: no commit {CLEANRL_COMMIT[:8]} there "
+                "(git clone https://github.com/vwxyzjn/cleanrl; it needs the full history)"
+            )
+        return source.stdout
+
+    text = show("cleanrl/ppo_atari.py")
+    for old, new in CLEANRL_EDITS:
+        assert old in text, f"CleanRL's script changed: {old!r} not found"
+        text = text.replace(old, new)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "cleanrl_utils").mkdir(exist_ok=True)
+    (out / "cleanrl_utils" / "__init__.py").write_text("")
+    (out / "cleanrl_utils" / "atari_wrappers.py").write_text(show("cleanrl_utils/atari_wrappers.py"))
+    path = out / "cleanrl_ppo_atari.py"
+    path.write_text(text)
+    return path
+
+
+def ours_command(game: str, seed: int, steps: int) -> list:
+    flags = ["--env-id", f"atari-{game}", "--seed", str(seed), "--total-timesteps", str(steps)]
+    return [sys.executable, "-c", OURS, str(ROOT), *flags]
+
+
+def sps_in(text: str) -> float:
+    """The last SPS a learner printed ("SPS: 412", "SPS 412", "SPS    412")."""
+    return float(re.findall(r"SPS:?\s+([\d,]+)", text)[-1].replace(",", ""))
+
+
+def cleanrl_split(script: Path, game: str, steps: int = 2048) -> dict:
+    """CleanRL's ppo_atari.py's rollout, its parts timed apart (seconds per agent step): its vector env of 8 games
+    with its wrappers stepped on its agent's actions, and its agent's forward pass on the 8 observations."""
+    import importlib.util
+
+    import gymnasium as gym
+    import torch
+
+    sys.path.insert(0, str(script.parent))  # its cleanrl_utils
+    spec = importlib.util.spec_from_file_location("cleanrl_ppo_atari", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # defines make_env and Agent; training runs only as __main__
+    envs = gym.vector.SyncVectorEnv(
+        [module.make_env(GAMES[game], i, False, "split") for i in range(8)],
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+    agent = module.Agent(envs)
+    obs, _ = envs.reset(seed=1)
+    env_time = 0.0
+    forward_time = 0.0
+    for _ in range(steps // 8):
+        start = time.perf_counter()
+        with torch.no_grad():
+            action, _, _, _ = agent.get_action_and_value(torch.Tensor(obs))
+        forward_time += time.perf_counter() - start
+        start = time.perf_counter()
+        obs, _, _, _, _ = envs.step(action.cpu().numpy())
+        env_time += time.perf_counter() - start
+    envs.close()
+    return {"env": env_time / steps, "forward": forward_time / steps}
+
+
+def ours_split(folder: Path) -> dict:
+    """Ours' shares of the loop's time (its perf/ scalars: env, inference with the rollout's bookkeeping, learn)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    (run_dir,) = (folder / "runs").iterdir()
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0}).Reload()
+    return {key: events.Scalars(f"perf/{key}_time_frac")[-1].value for key in ("env", "inference", "learn")}
+
+
+def speed(opts, out: Path):
+    """Training SPS of each learner with both cores, alternating; ours' time split from its perf/ scalars."""
+    game = "breakout"
+    steps = opts.speed_steps
+    learners = [
+        ("ppo_puffer_async.py", ours_command(game, 1, steps) + ["--checkpoint-freq", "0", "--eval-freq", "0"]),
+    ]
+    if opts.cleanrl:
+        script = cleanrl_script(opts.cleanrl, out)
+        command = [sys.executable, str(script), "--env-id", GAMES[game], "--total-timesteps", str(steps)]
+        learners.append((f"CleanRL's ppo_atari.py ({CLEANRL_COMMIT[:8]})", command))
+    sb3_version = __import__("stable_baselines3").__version__
+    learners.append((f"SB3 {sb3_version} PPO, CnnPolicy", [sys.executable, "-c", SB3, GAMES[game], str(steps)]))
+    measured = {name: [] for name, _ in learners}
+    for round_ in range(opts.rounds):
+        for name, command in learners:
+            folder = out / f"{len(measured[name])}_{re.sub(r'[^a-z0-9]+', '_', name.lower())}"
+            folder.mkdir(parents=True, exist_ok=True)
+            log = subprocess.run(command, cwd=folder, capture_output=True, text=True)
+            (folder / "log.txt").write_text(log.stdout + log.stderr)
+            if log.returncode != 0:
+                raise SystemExit(f"{name} failed: {folder / 'log.txt'}")
+            measured[name].append(sps_in(log.stdout))
+            print(f"round {round_ + 1}: {name}: SPS {measured[name][-1]:,.0f}", flush=True)
+    base = max(measured[learners[1][0]]) if opts.cleanrl else None
+    rows = []
+    for name, _ in learners:
+        best = max(measured[name])
+        ratio = f"**{best / base:.2f}x**" if base else ""
+        rows.append([name, " / ".join(f"{s:,.0f}" for s in measured[name]), f"{best:,.0f}", ratio])
+    columns = ["learner", "SPS of each run", "best", "vs CleanRL's"]
+    # Where a step's time goes, in microseconds per agent step, at each learner's best SPS
+    split_columns = ["learner", "env", "forward (and the rollout's bookkeeping)", "update", "all"]
+    split_rows = []
+    ours_best = max(measured[learners[0][0]])
+    shares = ours_split(out / f"{measured[learners[0][0]].index(ours_best)}_ppo_puffer_async_py")
+    total = 1e6 / ours_best
+    split = [shares["env"] * total, shares["inference"] * total, shares["learn"] * total]
+    split_rows.append([learners[0][0], *[f"{x:,.0f}" for x in split], f"{total:,.0f}"])
+    if opts.cleanrl:
+        parts = cleanrl_split(script, game)
+        total = 1e6 / base
+        update = total - 1e6 * (parts["env"] + parts["forward"])
+        split = [1e6 * parts["env"], 1e6 * parts["forward"], update]
+        split_rows.append([learners[1][0], *[f"{x:,.0f}" for x in split], f"{total:,.0f}"])
+    measured["split"] = dict(columns=split_columns, rows=split_rows)
+    return columns, rows, measured
+
+
+def learning_curve_stat(folder: Path, learner: str) -> list:
+    """Every training episode's full-game return, in order."""
+    if learner == "ours":
+        lines = (folder / "episodes.jsonl").read_text().splitlines()
+        return [r for line in lines for r in json.loads(line)]
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    (run_dir,) = (folder / "runs").iterdir()
+    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0}).Reload()
+    return [e.value for e in events.Scalars("charts/episodic_return")]
+
+
+def learn_one(learner: str, game: str, seed: int, opts, core: int) -> dict:
+    """One 1M-step run on `core` (or its kept result)."""
+    folder = Path(opts.out) / "learn" / learner / game / str(seed)
+    result_file = folder / "result.json"
+    if result_file.exists():
+        return json.loads(result_file.read_text())
+    folder.mkdir(parents=True, exist_ok=True)
+    steps = opts.total_timesteps
+    if learner == "ours":
+        checkpoints = sorted(folder.glob("runs/*/ppo_puffer_async.pt"))
+        command = ours_command(game, seed, steps) + ["--torch-threads", "1", "--checkpoint-freq", "50"]
+        if checkpoints:  # a run that was stopped goes on from its last save
+            command = [sys.executable, "-c", OURS, str(ROOT), "--resume", str(checkpoints[-1])]
+    else:
+        script = cleanrl_script(opts.cleanrl, Path(opts.out) / "cleanrl")
+        command = [sys.executable, str(script.resolve()), "--env-id", GAMES[game], "--seed", str(seed)]
+        command += ["--total-timesteps", str(steps)]
+        for old in folder.glob("runs"):  # an unfinished CleanRL run cannot resume: start it again
+            subprocess.run(["rm", "-rf", str(old)])
+    start = time.time()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    with open(folder / "log.txt", "a") as log:
+        proc = subprocess.run(["taskset", "-c", str(core), *command], cwd=folder, env=env, stdout=log, stderr=log)
+    if proc.returncode != 0:
+        raise SystemExit(f"{learner} {game} seed {seed} failed: {folder / 'log.txt'}")
+    returns = learning_curve_stat(folder, learner)
+    text = (folder / "log.txt").read_text()
+    result = dict(
+        last_100=float(np.mean(returns[-100:])),
+        episodes=len(returns),
+        sps=sps_in(text),
+        minutes=(time.time() - start) / 60,
+    )
+    if learner == "ours":  # "eval return 12.30 +/- 1.20 (10 episodes)" on the done line
+        result["eval"] = float(re.findall(r"eval return (-?[\d.]+)", text)[-1])
+    result_file.write_text(json.dumps(result))
+    return result
+
+
+def random_play(game: str, games: int = 100, seed: int = 1) -> float:
+    """The mean whole-game score of uniformly random actions over `games` games (8 at a time, our env)."""
+    sys.path.insert(0, str(ROOT))
+    from common import atari
+
+    vecenv = atari.AtariEnvs(game, 8)
+    vecenv.async_reset(seed)
+    rng = np.random.default_rng(seed)
+    scores = []
+    running = np.zeros(8)
+    while len(scores) < games:
+        _, rewards, _, _, _, agents, _ = vecenv.recv()
+        running[agents] += rewards
+        for agent in agents[vecenv.game_over[agents]]:
+            scores.append(running[agent])
+            running[agent] = 0.0
+        vecenv.send(rng.integers(0, vecenv.single_action_space.n, len(agents)))
+    vecenv.close()
+    return float(np.mean(scores[:games]))
+
+
+def learn(opts):
+    jobs = [(learner, game, seed) for game in opts.games for learner in ("ours", "cleanrl") for seed in opts.seeds]
+    free = list(opts.cores)
+
+    def work(job):
+        core = free.pop()
+        try:
+            return job, learn_one(*job, opts, core)
+        finally:
+            free.append(core)
+
+    results = {}
+    with ThreadPoolExecutor(len(opts.cores)) as pool:
+        for job, result in pool.map(work, jobs):
+            results[job] = result
+            print(f"{job}: {result}", flush=True)
+    rows = []
+    for game in opts.games:
+        random_score = random_play(game)
+        results[("random", game, 0)] = {"last_100": random_score}
+        rows.append([GAMES[game], "uniformly random actions (100 games)", "", f"{random_score:.1f}", "", ""])
+        for learner, name in (("ours", "ppo_puffer_async.py"), ("cleanrl", "CleanRL's ppo_atari.py")):
+            runs = [results[(learner, game, seed)] for seed in opts.seeds]
+            last = [run["last_100"] for run in runs]
+            evals = " / ".join(f"{run['eval']:.1f}" for run in runs) if learner == "ours" else ""
+            rows.append(
+                [
+                    GAMES[game],
+                    name,
+                    " / ".join(f"{x:.1f}" for x in last),
+                    f"**{np.mean(last):.1f}**",
+                    evals,
+                    f"{np.mean([run['sps'] for run in runs]):,.0f}",
+                ]
+            )
+    columns = ["game", "learner", "last 100 episodes, per seed", "mean", "final evaluation, per seed", "SPS, one core"]
+    return columns, rows, {f"{a}/{b}/{c}": r for (a, b, c), r in results.items()}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--speed", action="store_true", help="training SPS side by side")
+    parser.add_argument("--learn", action="store_true", help="learning at --total-timesteps, seeds, games")
+    parser.add_argument("--cleanrl", help="a clone of github.com/vwxyzjn/cleanrl (for CleanRL's script)")
+    parser.add_argument("--speed-steps", type=int, default=40_960)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--games", nargs="+", default=list(GAMES), choices=list(GAMES))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    parser.add_argument("--total-timesteps", type=int, default=1_000_000)
+    parser.add_argument("--cores", type=int, nargs="+", default=[0, 1], help="one run at a time on each core")
+    parser.add_argument("--out", default="bench_results/atari")
+    opts = parser.parse_args()
+    if not (opts.speed or opts.learn):
+        raise SystemExit("choose --speed or --learn")
+    if opts.learn and not opts.cleanrl:
+        raise SystemExit("--learn runs CleanRL's ppo_atari.py beside ours: give --cleanrl CLEANRL_CLONE")
+    start = time.time()
+    if opts.speed:
+        columns, rows, runs = speed(opts, Path(opts.out) / "speed")
+        print(results_module.markdown(columns, rows))
+        print(results_module.markdown(runs["split"]["columns"], runs["split"]["rows"]))
+        notes = [
+            f"Breakout, {opts.speed_steps:,} agent steps per run at CleanRL's settings (8 envs x 128 steps, 4 "
+            f"minibatches, 4 epochs, the Nature CNN), each learner alone with both cores, {opts.rounds} rounds in "
+            "alternation; the SPS each learner reports."
+        ]
+        if opts.cleanrl and opts.speed_steps == 40_960 and opts.rounds == 2:
+            minutes = (time.time() - start) / 60
+            split = runs.pop("split")
+            split["notes"] = [
+                "Microseconds per agent step at each learner's best SPS above. Ours: its own clocks (perf/ scalars; "
+                "forward includes the rollout's bookkeeping). CleanRL's: its vector env of 8 games with its wrappers "
+                "and its agent's forward pass timed apart on 2,048 steps; its update is the rest of its step."
+            ]
+            results_module.save(
+                "atari-speed", minutes, table=dict(columns=columns, rows=rows, notes=notes), runs=[runs]
+            )
+            results_module.save("atari-split", minutes, table=split, runs=[])
+    if opts.learn:
+        columns, rows, runs = learn(opts)
+        print(results_module.markdown(columns, rows))
+        notes = [
+            f"{opts.total_timesteps:,} agent steps ({4 * opts.total_timesteps:,} frames) per run at each script's "
+            "defaults (CleanRL's settings), one core each, two runs at a time. The statistic: the mean full-game "
+            "return (all lives, unclipped) of each run's last 100 training episodes; ours' final evaluation: 10 "
+            "whole games, sampled actions."
+        ]
+        default = (opts.games, opts.seeds, opts.total_timesteps) == (list(GAMES), [1, 2, 3], 1_000_000)
+        if default:
+            table = dict(columns=columns, rows=rows, notes=notes)
+            results_module.save("atari-learning", (time.time() - start) / 60, table=table, runs=[runs])
+
+
+if __name__ == "__main__":
+    main()
