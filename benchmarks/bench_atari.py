@@ -122,7 +122,7 @@ def cleanrl_script(clone: str, out: Path) -> Path:
     (out / "cleanrl_utils" / "atari_wrappers.py").write_text(show("cleanrl_utils/atari_wrappers.py"))
     path = out / "cleanrl_ppo_atari.py"
     path.write_text(text)
-    return path
+    return path.resolve()
 
 
 def ours_command(game: str, seed: int, steps: int) -> list:

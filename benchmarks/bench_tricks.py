@@ -15,6 +15,8 @@ The tricks and their plain forms:
   also at SB3's A2C settings (8 envs x 5 steps), where the env is a larger share of a step (bench_a2c_vs_sb3.py)
 - np-take: common/tetris.py gathers table rows with np.take(x, rows, axis=0); plain: x[rows] (ppo_tetris.py's default
   run and ppo_puffer_async.py's, both on our Tetris)
+- channels-last: ppo_puffer_async.py's CNN reads Atari's frames in channels-last layout; plain: the frames as they
+  are (Breakout at the Atari defaults; needs the atari extra)
 """
 
 import argparse
@@ -38,6 +40,7 @@ CASES = {
     "same-step-vector-env-sb3": ("a2c_cartpole.py", SB3_SETTINGS + ["--total-timesteps", "100000"]),
     "np-take-ppo_tetris": DEFAULTS["tetris-ppo_tetris"],
     "np-take-ppo_puffer_async": DEFAULTS["tetris-ppo_puffer_async"],
+    "channels-last": ("ppo_puffer_async.py", ["--env-id", "atari-breakout", "--total-timesteps", "20480"]),
 }
 
 
@@ -84,9 +87,27 @@ def plain_gathers():
     tetris.np = FancyIndexingNumpy()
 
 
-PLAIN = {"gumbel-max": plain_sampling, "same-step-vector-env": plain_vector_env,
-         "same-step-vector-env-sb3": plain_vector_env, "np-take-ppo_tetris": plain_gathers,
-         "np-take-ppo_puffer_async": plain_gathers}  # fmt: skip
+def plain_layout():
+    """ppo_puffer_async.py's CNN given the frames as they come (contiguous, channels first)."""
+    import ppo_puffer_async
+
+    def encode(self, encoder, obs):
+        if not self.frames:
+            return encoder(obs)
+        images = obs.reshape(-1, *obs.shape[-3:]).float() / 255.0
+        return encoder(images).reshape(*obs.shape[:-3], -1)
+
+    ppo_puffer_async.Policy.encode = encode
+
+
+PLAIN = {
+    "gumbel-max": plain_sampling,
+    "same-step-vector-env": plain_vector_env,
+    "same-step-vector-env-sb3": plain_vector_env,
+    "np-take-ppo_tetris": plain_gathers,
+    "np-take-ppo_puffer_async": plain_gathers,
+    "channels-last": plain_layout,
+}
 
 
 def one_run(case: str, plain: bool) -> None:
