@@ -152,9 +152,11 @@ def stale(results: dict) -> int:
         total += entry["minutes"]
         print(f"{duration(entry['minutes']):>9}  {command}  ({', '.join(entry['tables'])})")
         for commit, files in entry["changes"]:
-            log = git("log", "--oneline", f"{commit}..HEAD", "--", *files)
-            for line in log.splitlines()[:5]:
-                print(f"{'':>11}{line}")
+            log = git("log", "--format=%h %s", f"{commit}..HEAD", "--", *files).splitlines()
+            for line in log[:3]:
+                print(f"{'':>11}{line[:100]}")
+            if len(log) > 3:
+                print(f"{'':>11}and {len(log) - 3} more since {commit}")
     print(f"{len(commands)} commands, {duration(total)} in all" if commands else "no table is marked")
     return 0
 
