@@ -31,6 +31,7 @@ BENCHES = {
     "atari-speed": ("python benchmarks/bench_atari.py --speed --cleanrl CLEANRL_CLONE", 15),
     "atari-split": ("python benchmarks/bench_atari.py --speed --cleanrl CLEANRL_CLONE", 15),
     "atari-learning": ("python benchmarks/bench_atari.py --learn --cleanrl CLEANRL_CLONE", 720),
+    "setup": ("python benchmarks/bench_setup.py", 8),
     "tetris-env": ("python benchmarks/bench_tetris_env.py --ocean OCEAN_DIR", 1),
     "tetris-ppo_tetris": ("python benchmarks/bench_tetris.py --script ppo_tetris", 20),
     "tetris-puffer": ("python benchmarks/bench_tetris.py --script ppo_puffer_async", 17),
@@ -57,6 +58,8 @@ BENCHES = {
                         "--save profile-a2c-sb3", 2),
 }  # fmt: skip
 BLOCK = re.compile(r"(<!-- table:([\w-]+) -->\n)(.*?)(<!-- /table:\2 -->)", re.S)
+# One figure in prose: <!-- value:NAME:KEY -->figure<!-- /value --> is results/NAME.json's values[KEY]
+VALUE = re.compile(r"(<!-- value:([\w-]+):(\w+) -->)(.*?)(<!-- /value -->)")
 
 
 def load_all() -> dict:
@@ -161,6 +164,24 @@ def stale(results: dict) -> int:
     return 0
 
 
+def render_value(name: str, key: str, results: dict) -> str:
+    """The figure an inline marker stands for (a results file's values[KEY]), marked when its code changed since."""
+    if name not in results or key not in results[name].get("values", {}):
+        command, minutes = BENCHES[name]
+        return f"(not measured yet: `{command}`)"
+    result = results[name]
+    value = result["values"][key]
+    if changed_dependencies(result):
+        return f"{value} (**measured at {result['commit']}, code changed since**)"
+    return value
+
+
+def render_text(text: str, results: dict) -> str:
+    """A page with every table and every inline figure rendered from the results."""
+    text = BLOCK.sub(lambda m: m.group(1) + render(m.group(2), results) + m.group(4), text)
+    return VALUE.sub(lambda m: m.group(1) + render_value(m.group(2), m.group(3), results) + m.group(5), text)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 at the first difference")
@@ -177,7 +198,7 @@ def main() -> int:
         return 0
     for path in DOCS:
         text = path.read_text()
-        new = BLOCK.sub(lambda m: m.group(1) + render(m.group(2), results) + m.group(4), text)
+        new = render_text(text, results)
         if new == text:
             continue
         if opts.check:

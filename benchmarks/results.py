@@ -47,11 +47,13 @@ def code_tree(text: str) -> ast.Module:
     return tree
 
 
-def content_hash(text) -> str:
-    """A file's hash, blind to comments and docstrings ("missing": no file)."""
+def content_hash(text, python: bool = True) -> str:
+    """A file's hash, a Python file's blind to comments and docstrings ("missing": no file)."""
     if text is None:
         return "missing"
-    return hashlib.sha256(ast.dump(code_tree(text)).encode()).hexdigest()[:16]
+    if python:
+        text = ast.dump(code_tree(text))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def imported_files(relpath: str, text: str) -> set:
@@ -87,18 +89,18 @@ def mentioned_scripts(text: str) -> set:
     return {f"{name}.py" for name in SCRIPTS if re.search(rf"\b{name}\b", code)}
 
 
-def dependencies(benchmark: str, command: str = "", read=read_file) -> dict:
+def dependencies(benchmark: str, command: str = "", read=read_file, depends_on=()) -> dict:
     """{file: content_hash} of the files a benchmark's figures depend on: the benchmark, the benchmark modules it
-    imports, the scripts it or its command line names, and every common/ module those import, transitively.
-    `read(relpath)` gives a file's text (the working tree's, or a commit's)."""
-    pending = {benchmark} | mentioned_scripts(read(benchmark) or "") | mentioned_scripts(command)
+    imports, the scripts it or its command line names, `depends_on` (files it runs otherwise), and every common/
+    module those import, transitively. `read(relpath)` gives a file's text (the working tree's, or a commit's)."""
+    pending = {benchmark, *depends_on} | mentioned_scripts(read(benchmark) or "") | mentioned_scripts(command)
     seen = {}
     while pending:
         relpath = pending.pop()
         if relpath in seen:
             continue
         text = read(relpath)
-        seen[relpath] = content_hash(text)
+        seen[relpath] = content_hash(text, relpath.endswith(".py"))
         if text is not None and relpath.endswith(".py"):
             pending |= imported_files(relpath, text) - set(seen)
     return {
@@ -111,7 +113,9 @@ def dependencies(benchmark: str, command: str = "", read=read_file) -> dict:
 def changed_dependencies(result: dict, read=read_file) -> list:
     """The files on a result's path whose code differs from what it measured (its "dependencies")."""
     return [
-        relpath for relpath, digest in result.get("dependencies", {}).items() if content_hash(read(relpath)) != digest
+        relpath
+        for relpath, digest in result.get("dependencies", {}).items()
+        if content_hash(read(relpath), relpath.endswith(".py")) != digest
     ]
 
 
@@ -140,7 +144,7 @@ def placeholders(argv: list) -> list:
     return [LOCAL_PATHS.get(argv[i - 1], arg) if i else arg for i, arg in enumerate(argv)]
 
 
-def stamp(minutes: float) -> dict:
+def stamp(minutes: float, depends_on=()) -> dict:
     """What a result was measured on: the commit ("+changes" when the code differed from it), the date, the machine,
     the versions, the command as typed, and about how many minutes it took (report.py prints it beside the row)."""
     import gymnasium
@@ -160,17 +164,19 @@ def stamp(minutes: float) -> dict:
         },
         "command": "python " + shlex.join([os.path.relpath(sys.argv[0], ROOT), *placeholders(sys.argv[1:])]),
         "minutes": round(minutes, 1),
-        "dependencies": dependencies(benchmark, command),
+        "dependencies": dependencies(benchmark, command, depends_on=depends_on),
     }
 
 
-def save(name: str, minutes: float, *, table: dict, runs: list, readme=None) -> Path:
+def save(name: str, minutes: float, *, table: dict, runs: list, readme=None, values=None, depends_on=()) -> Path:
     """Writes benchmarks/results/<name>.json: the stamp; `table` ({"columns": [...], "rows": [[...]], optional
     "notes": [...]}), the table the docs show; `runs`, the per-run figures it came from (seed, result, SPS); `readme`
     ({"task", "result", "page", "order"}), this benchmark's row in the README's results table, if it has one."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
-    data = {**stamp(minutes), "table": table, "runs": runs, **({"readme": readme} if readme else {})}
+    data = {**stamp(minutes, depends_on), "table": table, "runs": runs, **({"readme": readme} if readme else {})}
+    if values:  # single figures for prose: report.py renders <!-- value:NAME:KEY --> markers from them
+        data["values"] = values
     path.write_text(json.dumps(data, indent=1) + "\n")
     print(f"results: {os.path.relpath(path)} (render the docs' tables: python benchmarks/report.py)", flush=True)
     return path
