@@ -6,6 +6,12 @@ results table (`<!-- table:readme -->`) takes one row from each results file tha
     python benchmarks/report.py            # rewrite every table from the results
     python benchmarks/report.py --check    # exit 1 at the first table that differs from its rendering
     python benchmarks/report.py --list     # each results file: its command and about how long it takes
+    python benchmarks/report.py --stale    # the commands that would clear every mark, and how long they take
+
+Each results file records the hash of every file its figures depend on (benchmarks/results.py's dependencies: the
+benchmark, the scripts it runs, the common/ modules they import), blind to comments and docstrings. A table whose
+files no longer match gets a visible mark under it, "measured at <commit>; changed since: <files>", until its
+command runs again. --check needs no git history: it compares today's files with the recorded hashes.
 """
 
 import argparse
@@ -14,7 +20,7 @@ import json
 import re
 import sys
 
-from results import RESULTS, ROOT, markdown
+from results import RESULTS, ROOT, changed_dependencies, git, markdown
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # Each table's benchmark and about how long it takes on 2 cores: what a table with no results file yet says to run.
@@ -25,6 +31,7 @@ BENCHES = {
     "atari-speed": ("python benchmarks/bench_atari.py --speed --cleanrl CLEANRL_CLONE", 15),
     "atari-split": ("python benchmarks/bench_atari.py --speed --cleanrl CLEANRL_CLONE", 15),
     "atari-learning": ("python benchmarks/bench_atari.py --learn --cleanrl CLEANRL_CLONE", 720),
+    "setup": ("python benchmarks/bench_setup.py", 8),
     "tetris-env": ("python benchmarks/bench_tetris_env.py --ocean OCEAN_DIR", 1),
     "tetris-ppo_tetris": ("python benchmarks/bench_tetris.py --script ppo_tetris", 20),
     "tetris-puffer": ("python benchmarks/bench_tetris.py --script ppo_puffer_async", 17),
@@ -51,6 +58,8 @@ BENCHES = {
                         "--save profile-a2c-sb3", 2),
 }  # fmt: skip
 BLOCK = re.compile(r"(<!-- table:([\w-]+) -->\n)(.*?)(<!-- /table:\2 -->)", re.S)
+# One figure in prose: <!-- value:NAME:KEY -->figure<!-- /value --> is results/NAME.json's values[KEY]
+VALUE = re.compile(r"(<!-- value:([\w-]+):(\w+) -->)(.*?)(<!-- /value -->)")
 
 
 def load_all() -> dict:
@@ -92,6 +101,8 @@ def render(name: str, results: dict) -> str:
             if "readme" in result:
                 row = result["readme"]
                 command = f"`{result['command']}` ({duration(result['minutes'])})"
+                if changed_dependencies(result):  # the mark under the page's table says what changed
+                    command += f" **measured at {result['commit']}, code changed since**"
                 rows.append(
                     (row.get("order", 99), [row["task"], row["result"], command, f"[{row['page']}]({row['page']})"])
                 )
@@ -116,24 +127,70 @@ def render(name: str, results: dict) -> str:
 
 
 def changed_line(result: dict) -> str:
-    """A visible mark under a table whose code changed on its path after it was measured (the results file's
-    "changed_since": the files, and what changed), until its command runs again; "" for a table that is current."""
-    changed = result.get("changed_since")
+    """A visible mark under a table whose code changed on its path after it was measured (a file whose code, its
+    comments and docstrings left out, no longer matches the hash the results file recorded), until its command
+    runs again; "" for a table that is current."""
+    changed = changed_dependencies(result)
     if not changed:
         return ""
-    files = ", ".join(f"`{path}`" for path in changed["files"])
+    files = ", ".join(f"`{path}`" for path in changed)
     return (
-        f"\n**Measured at commit {result['commit']}; changed since: {files} ({changed['what']}).** "
+        f"\n**Measured at commit {result['commit']}; changed since: {files}.** "
         f"`{result['command']}` measures it again.\n"
     )
+
+
+def stale(results: dict) -> int:
+    """--stale: the commands that would clear every mark, each once, with about how long each takes, and (where git
+    is at hand) the commits since each stamp that touched the changed files."""
+    commands = {}
+    for name, result in results.items():
+        changed = changed_dependencies(result)
+        if changed:
+            entry = commands.setdefault(result["command"], dict(minutes=result["minutes"], tables=[], changes=[]))
+            entry["tables"].append(name)
+            entry["changes"].append((result["commit"].split("+")[0], changed))
+    total = 0.0
+    for command, entry in sorted(commands.items(), key=lambda item: -item[1]["minutes"]):
+        total += entry["minutes"]
+        print(f"{duration(entry['minutes']):>9}  {command}  ({', '.join(entry['tables'])})")
+        for commit, files in entry["changes"]:
+            log = git("log", "--format=%h %s", f"{commit}..HEAD", "--", *files).splitlines()
+            for line in log[:3]:
+                print(f"{'':>11}{line[:100]}")
+            if len(log) > 3:
+                print(f"{'':>11}and {len(log) - 3} more since {commit}")
+    print(f"{len(commands)} commands, {duration(total)} in all" if commands else "no table is marked")
+    return 0
+
+
+def render_value(name: str, key: str, results: dict) -> str:
+    """The figure an inline marker stands for (a results file's values[KEY]), marked when its code changed since."""
+    if name not in results or key not in results[name].get("values", {}):
+        command, minutes = BENCHES[name]
+        return f"(not measured yet: `{command}`)"
+    result = results[name]
+    value = result["values"][key]
+    if changed_dependencies(result):
+        return f"{value} (**measured at {result['commit']}, code changed since**)"
+    return value
+
+
+def render_text(text: str, results: dict) -> str:
+    """A page with every table and every inline figure rendered from the results."""
+    text = BLOCK.sub(lambda m: m.group(1) + render(m.group(2), results) + m.group(4), text)
+    return VALUE.sub(lambda m: m.group(1) + render_value(m.group(2), m.group(3), results) + m.group(5), text)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 at the first difference")
     parser.add_argument("--list", action="store_true", help="each results file's command and duration")
+    parser.add_argument("--stale", action="store_true", help="the commands that would clear every mark")
     opts = parser.parse_args()
     results = load_all()
+    if opts.stale:
+        return stale(results)
     if opts.list:
         for name, (command, minutes) in BENCHES.items():
             result = results.get(name, dict(command=command, minutes=minutes, commit="not measured"))
@@ -141,7 +198,7 @@ def main() -> int:
         return 0
     for path in DOCS:
         text = path.read_text()
-        new = BLOCK.sub(lambda m: m.group(1) + render(m.group(2), results) + m.group(4), text)
+        new = render_text(text, results)
         if new == text:
             continue
         if opts.check:

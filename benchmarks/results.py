@@ -2,10 +2,13 @@
 whether the code differed from it), when, on what machine and versions, and by which command. benchmarks/report.py
 renders the tables of the README and docs/ from these files."""
 
+import ast
 import datetime
+import hashlib
 import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -13,6 +16,107 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
+SCRIPTS = ("a2c_cartpole", "ppo_tetris", "ppo_puffer_async")
+# Writing and rendering results measures nothing: a change to these files leaves every figure as it was.
+NOT_ON_A_PATH = ("benchmarks/results.py", "benchmarks/report.py")
+
+
+def read_file(relpath: str):
+    """A file of the working tree, or None."""
+    path = ROOT / relpath
+    return path.read_text() if path.exists() else None
+
+
+def code_tree(text: str) -> ast.Module:
+    """A Python file's syntax tree without its docstrings and other bare strings (comments are not in it)."""
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            body = getattr(node, field, None)
+            if isinstance(body, list):
+                kept = [
+                    statement
+                    for statement in body
+                    if not (
+                        isinstance(statement, ast.Expr)
+                        and isinstance(statement.value, ast.Constant)
+                        and isinstance(statement.value.value, str)
+                    )
+                ]
+                setattr(node, field, kept or [ast.Pass()])
+    return tree
+
+
+def content_hash(text, python: bool = True) -> str:
+    """A file's hash, a Python file's blind to comments and docstrings ("missing": no file)."""
+    if text is None:
+        return "missing"
+    if python:
+        text = ast.dump(code_tree(text))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def imported_files(relpath: str, text: str) -> set:
+    """The files of this repository that a Python file imports: common/ modules, the scripts, and (for a file in
+    benchmarks/) the benchmark modules beside it."""
+    found = set()
+    here = os.path.dirname(relpath)
+    for node in ast.walk(ast.parse(text)):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "common":
+                found.add("common/__init__.py")
+                if len(parts) > 1:
+                    found.add(f"common/{parts[1]}.py")
+            elif parts[0] in SCRIPTS:
+                found.add(f"{parts[0]}.py")
+            elif here == "benchmarks" and len(parts) == 1:
+                found.add(f"benchmarks/{parts[0]}.py")
+    return found
+
+
+def mentioned_scripts(text: str) -> set:
+    """The scripts a benchmark names in its code (its docstrings and comments left out), or a command line names."""
+    try:
+        code = ast.unparse(code_tree(text))
+    except SyntaxError:  # a command line
+        code = text
+    return {f"{name}.py" for name in SCRIPTS if re.search(rf"\b{name}\b", code)}
+
+
+def dependencies(benchmark: str, command: str = "", read=read_file, depends_on=()) -> dict:
+    """{file: content_hash} of the files a benchmark's figures depend on: the benchmark, the benchmark modules it
+    imports, the scripts it or its command line names, `depends_on` (files it runs otherwise), and every common/
+    module those import, transitively. `read(relpath)` gives a file's text (the working tree's, or a commit's)."""
+    pending = {benchmark, *depends_on} | mentioned_scripts(read(benchmark) or "") | mentioned_scripts(command)
+    seen = {}
+    while pending:
+        relpath = pending.pop()
+        if relpath in seen:
+            continue
+        text = read(relpath)
+        seen[relpath] = content_hash(text, relpath.endswith(".py"))
+        if text is not None and relpath.endswith(".py"):
+            pending |= imported_files(relpath, text) - set(seen)
+    return {
+        relpath: seen[relpath]
+        for relpath in sorted(seen)
+        if relpath not in NOT_ON_A_PATH and seen[relpath] != "missing"
+    }
+
+
+def changed_dependencies(result: dict, read=read_file) -> list:
+    """The files on a result's path whose code differs from what it measured (its "dependencies")."""
+    return [
+        relpath
+        for relpath, digest in result.get("dependencies", {}).items()
+        if content_hash(read(relpath), relpath.endswith(".py")) != digest
+    ]
 
 
 def git(*command) -> str:
@@ -40,13 +144,15 @@ def placeholders(argv: list) -> list:
     return [LOCAL_PATHS.get(argv[i - 1], arg) if i else arg for i, arg in enumerate(argv)]
 
 
-def stamp(minutes: float) -> dict:
+def stamp(minutes: float, depends_on=()) -> dict:
     """What a result was measured on: the commit ("+changes" when the code differed from it), the date, the machine,
     the versions, the command as typed, and about how many minutes it took (report.py prints it beside the row)."""
     import gymnasium
     import torch
 
     changed = git("status", "--porcelain", "--", "*.py", "pyproject.toml")
+    benchmark = os.path.relpath(sys.argv[0], ROOT)
+    command = shlex.join(sys.argv[1:])
     return {
         "commit": (git("rev-parse", "--short", "HEAD") or "unknown") + ("+changes" if changed else ""),
         "date": datetime.date.today().isoformat(),
@@ -58,16 +164,19 @@ def stamp(minutes: float) -> dict:
         },
         "command": "python " + shlex.join([os.path.relpath(sys.argv[0], ROOT), *placeholders(sys.argv[1:])]),
         "minutes": round(minutes, 1),
+        "dependencies": dependencies(benchmark, command, depends_on=depends_on),
     }
 
 
-def save(name: str, minutes: float, *, table: dict, runs: list, readme=None) -> Path:
+def save(name: str, minutes: float, *, table: dict, runs: list, readme=None, values=None, depends_on=()) -> Path:
     """Writes benchmarks/results/<name>.json: the stamp; `table` ({"columns": [...], "rows": [[...]], optional
     "notes": [...]}), the table the docs show; `runs`, the per-run figures it came from (seed, result, SPS); `readme`
     ({"task", "result", "page", "order"}), this benchmark's row in the README's results table, if it has one."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
-    data = {**stamp(minutes), "table": table, "runs": runs, **({"readme": readme} if readme else {})}
+    data = {**stamp(minutes, depends_on), "table": table, "runs": runs, **({"readme": readme} if readme else {})}
+    if values:  # single figures for prose: report.py renders <!-- value:NAME:KEY --> markers from them
+        data["values"] = values
     path.write_text(json.dumps(data, indent=1) + "\n")
     print(f"results: {os.path.relpath(path)} (render the docs' tables: python benchmarks/report.py)", flush=True)
     return path

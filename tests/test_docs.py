@@ -79,15 +79,66 @@ def test_ci_runs_the_readme_set_up_lines_as_written():
     assert block[0].startswith("python3 -m venv .venv && . .venv/bin/activate && ")
 
 
-def test_a_table_whose_code_changed_since_it_was_measured_says_so_under_it():
+def results_module():
     sys.path.insert(0, f"{ROOT}/benchmarks")
+    import results
+
+    return results
+
+
+def test_a_files_hash_ignores_comments_and_docstrings_but_not_code():
+    results = results_module()
+    code = 'def f(x):\n    """Twice x."""\n    return 2 * x  # doubled\n'
+    same = "def f(x):\n    return 2 * x\n"
+    other = "def f(x):\n    return 3 * x\n"
+    assert results.content_hash(code) == results.content_hash(same)
+    assert results.content_hash(code) != results.content_hash(other)
+    fields = 'class Args:\n    seed: int = 1\n    """the seed"""\n'
+    assert results.content_hash(fields) == results.content_hash("class Args:\n    seed: int = 1\n")
+
+
+def test_a_benchmarks_dependencies_are_what_it_runs_and_what_that_imports():
+    results = results_module()
+    tree = {
+        "benchmarks/bench_x.py": 'import results\nfrom helper import f\nSCRIPT = "ppo_tetris.py"\n',
+        "benchmarks/helper.py": "import numpy\n",
+        "benchmarks/results.py": "",
+        "ppo_tetris.py": "from common import run\nfrom common.tetris import Tetris\n",
+        "common/__init__.py": "",
+        "common/run.py": "from common import checkpoint\n",
+        "common/checkpoint.py": "import torch\n",
+        "common/tetris.py": "",
+        "a2c_cartpole.py": "from common import gym_envs\n",
+    }
+    deps = results.dependencies("benchmarks/bench_x.py", "", tree.get)
+    assert sorted(deps) == [
+        "benchmarks/bench_x.py",
+        "benchmarks/helper.py",
+        "common/__init__.py",
+        "common/checkpoint.py",
+        "common/run.py",
+        "common/tetris.py",
+        "ppo_tetris.py",
+    ]
+    # a script named on the command line only (profile_steps.py a2c_cartpole.py ...) is on the path too
+    assert "a2c_cartpole.py" in results.dependencies("benchmarks/bench_x.py", "a2c_cartpole.py --seed 1", tree.get)
+
+
+def test_a_table_whose_code_changed_since_it_was_measured_says_so_under_it(monkeypatch):
+    results = results_module()
     import report
 
     result = json.loads(Path(ROOT, "benchmarks", "results", "classic-control.json").read_text())
-    result.pop("changed_since", None)
+    files = {"ppo_puffer_async.py": "x = 1\n", "common/run.py": "y = 2\n"}
+    result["dependencies"] = {name: results.content_hash(text) for name, text in files.items()}
+    monkeypatch.setattr(results, "read_file", files.get)
+    monkeypatch.setattr(report, "changed_dependencies", lambda r: results.changed_dependencies(r, files.get))
     assert "changed since" not in report.render("classic-control", {"classic-control": result})
-    result["changed_since"] = {"files": ["ppo_puffer_async.py"], "what": "the rollout"}
+    files["common/run.py"] = "y = 2  # a comment\n"  # a comment or a docstring changes no figure
+    files["README.md"] = "anything"  # nor a file off the table's path
+    assert "changed since" not in report.render("classic-control", {"classic-control": result})
+    files["ppo_puffer_async.py"] = "x = 2\n"
     rendered = report.render("classic-control", {"classic-control": result})
     mark = rendered.strip().splitlines()[-1]
-    assert f"Measured at commit {result['commit']}; changed since: `ppo_puffer_async.py` (the rollout)" in mark
+    assert f"Measured at commit {result['commit']}; changed since: `ppo_puffer_async.py`" in mark
     assert f"`{result['command']}` measures it again" in mark
