@@ -371,9 +371,15 @@ def main():
                 "forward includes the rollout's bookkeeping). CleanRL's: its vector env of 8 games with its wrappers "
                 "and its agent's forward pass timed apart on 2,048 steps; its update is the rest of its step."
             ]
-            results_module.save(
-                "atari-speed", minutes, table=dict(columns=columns, rows=rows, notes=notes), runs=[runs]
+            ours, cleanrl = list(runs)[:2]
+            readme = dict(
+                task="Atari (Breakout): training speed at CleanRL's `ppo_atari.py` settings",
+                result=f"{max(runs[ours]) / max(runs[cleanrl]):.2f}x CleanRL's `ppo_atari.py` SPS",
+                page="docs/atari.md#speed",
+                order=11,
             )
+            table = dict(columns=columns, rows=rows, notes=notes)
+            results_module.save("atari-speed", minutes, table=table, runs=[runs], readme=readme)
             results_module.save("atari-split", minutes, table=split, runs=[])
     if opts.learn:
         columns, rows, runs = learn(opts)

@@ -58,8 +58,9 @@ BENCHES = {
                         "--save profile-a2c-sb3", 2),
 }  # fmt: skip
 BLOCK = re.compile(r"(<!-- table:([\w-]+) -->\n)(.*?)(<!-- /table:\2 -->)", re.S)
-# One figure in prose: <!-- value:NAME:KEY -->figure<!-- /value --> is results/NAME.json's values[KEY]
-VALUE = re.compile(r"(<!-- value:([\w-]+):(\w+) -->)(.*?)(<!-- /value -->)")
+# One figure in prose: <!-- value:NAME:KEY -->figure<!-- /value --> is results/NAME.json's values[KEY], or with a
+# dotted KEY the cell it names, e.g. table.rows.2.4 (row 2, column 4 of the table) or runs.0.sps
+VALUE = re.compile(r"(<!-- value:([\w-]+):([\w.]+) -->)(.*?)(<!-- /value -->)")
 
 
 def load_all() -> dict:
@@ -164,13 +165,31 @@ def stale(results: dict) -> int:
     return 0
 
 
+def lookup(result: dict, key: str):
+    """values[KEY] of a results file, or for a dotted KEY the cell it names (table.rows.2.4); None if there is none."""
+    if "." not in key:
+        return result.get("values", {}).get(key)
+    value = result
+    for part in key.split("."):
+        if isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        elif isinstance(value, dict):
+            value = value.get(part)
+        else:
+            return None
+    return value
+
+
 def render_value(name: str, key: str, results: dict) -> str:
     """The figure an inline marker stands for (a results file's values[KEY]), marked when its code changed since."""
-    if name not in results or key not in results[name].get("values", {}):
+    if name not in results:
         command, minutes = BENCHES[name]
         return f"(not measured yet: `{command}`)"
     result = results[name]
-    value = result["values"][key]
+    value = lookup(result, key)
+    if value is None:
+        raise SystemExit(f"report: {name}.json has no {key!r} (a <!-- value:{name}:{key} --> marker)")
+    value = str(value).replace("**", "")
     if changed_dependencies(result):
         return f"{value} (**measured at {result['commit']}, code changed since**)"
     return value

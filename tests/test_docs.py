@@ -72,11 +72,14 @@ def test_each_readme_results_command_exists_and_shows_its_help(command):
     assert out.returncode == 0 and "usage:" in out.stdout, out.stderr[-2000:]
 
 
-def test_ci_runs_the_readme_set_up_lines_as_written():
-    block = re.search(r"## Set-up: two lines\n.*?```bash\n(.*?)```", README, re.S).group(1).strip().splitlines()
+def test_the_readmes_first_screen_holds_the_two_set_up_lines_ci_runs_and_the_cpu_torch_line():
+    first_screen = "\n".join(README.splitlines()[:25])
+    block = re.search(r"```bash\n(.*?)```", first_screen, re.S).group(1).strip().splitlines()
     ci = open(f"{ROOT}/.ci/run").read().splitlines()
     assert len(block) == 2 and all(line in ci for line in block), block
     assert block[0].startswith("python3 -m venv .venv && . .venv/bin/activate && ")
+    assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in first_screen
+    assert "<!-- value:setup:line1 -->" in first_screen  # how long the first line takes, from a results file
 
 
 def results_module():
