@@ -145,3 +145,19 @@ def test_a_table_whose_code_changed_since_it_was_measured_says_so_under_it(monke
     mark = rendered.strip().splitlines()[-1]
     assert f"Measured at commit {result['commit']}; changed since: `ppo_puffer_async.py`" in mark
     assert f"`{result['command']}` measures it again" in mark
+
+
+def test_no_measured_figure_is_written_by_hand_in_the_docs():
+    """A number with a unit of speed or time (SPS, x, min, s, %) in README.md or docs/*.md is rendered from a results
+    file (a table, or an inline <!-- value --> marker) or cites others' published figures (<!-- cite -->)."""
+    block = re.compile(r"<!-- table:([\w-]+) -->.*?<!-- /table:\1 -->", re.S)
+    value = re.compile(r"<!-- value:[\w-]+:[\w.]+ -->.*?<!-- /value -->")
+    cite = re.compile(r"<!-- cite -->.*?<!-- /cite -->", re.S)
+    unit = re.compile(r"(?<![\w.-])\d[\d,]*(\.\d+)?(\s?(SPS|min|s|%)(?!\w)|x(?!\w))")
+    found = []
+    for path in [Path(ROOT, "README.md"), *sorted(Path(ROOT, "docs").glob("*.md"))]:
+        text = cite.sub("", value.sub("", block.sub("", path.read_text())))
+        found += [f"{path.name}: {m.group(0)}" for m in unit.finditer(text)]
+    assert not found, found
+    assert unit.search("ran at 1,234 SPS") and unit.search("1.50x faster") and unit.search("took 5 min")
+    assert not unit.search("8 x 128 steps") and not unit.search("HalfCheetah-v5")
