@@ -65,6 +65,27 @@ CLEANRL_EDITS = [
 """,
     ),
 ]
+# CleanRL's ppo_atari_envpool.py was written for envpool 0.6 and gym 0.23 (a 4-tuple step). With envpool 1.2.5, whose
+# env_type="gym" envs follow Gymnasium's API (a 5-tuple step, reset returning (obs, info), the single spaces already
+# set and read-only), the fewest edits that run it:
+ENVPOOL_EDITS = [
+    (
+        "        observations = super().reset(**kwargs)\n",
+        "        observations, _ = super().reset(**kwargs)\n",
+    ),
+    (
+        "        observations, rewards, dones, infos = super().step(action)\n",
+        "        observations, rewards, terminations, truncations, infos = super().step(action)\n"
+        "        dones = np.logical_or(terminations, truncations)\n",
+    ),
+    ("    envs.num_envs = args.num_envs\n", ""),
+    ("    envs.single_action_space = envs.action_space\n", ""),
+    ("    envs.single_observation_space = envs.observation_space\n", ""),
+    (
+        'assert isinstance(envs.action_space, gym.spaces.Discrete), "only discrete action space is supported"',
+        'assert hasattr(envs.action_space, "n"), "only discrete action space is supported"',
+    ),
+]
 SB3 = """
 import sys, time, torch
 from stable_baselines3 import PPO
@@ -121,6 +142,19 @@ def cleanrl_script(clone: str, out: Path) -> Path:
     (out / "cleanrl_utils" / "__init__.py").write_text("")
     (out / "cleanrl_utils" / "atari_wrappers.py").write_text(show("cleanrl_utils/atari_wrappers.py"))
     path = out / "cleanrl_ppo_atari.py"
+    path.write_text(text)
+    return path.resolve()
+
+
+def envpool_script(clone: str, out: Path) -> Path:
+    """CleanRL's ppo_atari_envpool.py at CLEANRL_COMMIT, edited for envpool 1.2.5, written into `out`."""
+    show = ["git", "-C", clone, "show", f"{CLEANRL_COMMIT}:cleanrl/ppo_atari_envpool.py"]
+    text = subprocess.run(show, capture_output=True, text=True, check=True).stdout
+    for old, new in ENVPOOL_EDITS:
+        assert old in text, f"CleanRL's envpool script changed: {old!r} not found"
+        text = text.replace(old, new)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "cleanrl_ppo_atari_envpool.py"
     path.write_text(text)
     return path.resolve()
 
@@ -187,6 +221,10 @@ def speed(opts, out: Path):
         script = cleanrl_script(opts.cleanrl, out)
         command = [sys.executable, str(script), "--env-id", GAMES[game], "--total-timesteps", str(steps)]
         learners.append((f"CleanRL's ppo_atari.py ({CLEANRL_COMMIT[:8]})", command))
+    if opts.envpool_python:  # a Python with envpool 1.2.5, gym 0.26, torch, tyro and tensorboard
+        envpool_path = envpool_script(opts.cleanrl, out)
+        command = [opts.envpool_python, str(envpool_path), "--env-id", "Breakout-v5", "--total-timesteps", str(steps)]
+        learners.append((f"CleanRL's ppo_atari_envpool.py ({CLEANRL_COMMIT[:8]}), envpool 1.2.5", command))
     sb3_version = __import__("stable_baselines3").__version__
     learners.append((f"SB3 {sb3_version} PPO, CnnPolicy", [sys.executable, "-c", SB3, GAMES[game], str(steps)]))
     measured = {name: [] for name, _ in learners}
@@ -341,6 +379,11 @@ def main():
     parser.add_argument("--speed", action="store_true", help="training SPS side by side")
     parser.add_argument("--learn", action="store_true", help="learning at --total-timesteps, seeds, games")
     parser.add_argument("--cleanrl", help="a clone of github.com/vwxyzjn/cleanrl (for CleanRL's script)")
+    parser.add_argument(
+        "--envpool-python",
+        help="with --speed: a Python that has envpool 1.2.5, gym 0.26, torch, tyro and tensorboard, to run CleanRL's "
+        "ppo_atari_envpool.py too (envpool needs the old gym, so it lives in a venv of its own)",
+    )
     parser.add_argument("--speed-steps", type=int, default=40_960)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--games", nargs="+", default=list(GAMES), choices=list(GAMES))
