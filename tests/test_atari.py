@@ -199,3 +199,31 @@ def test_the_script_does_not_import_ale_py_until_an_atari_env_is_built():
     code = "import sys, ppo_puffer_async; print('ale_py' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_the_video_twin_plays_the_very_game_it_records():
+    """--capture-video's frames come from a twin of game 0 (AtariVectorEnv has no render()): the same seed and the
+    same actions give the same game (rewards, lost lives, frame counts, resets), and the twin's full RGB screen."""
+    vecenv = atari.AtariEnvs("breakout", 1, render=True)
+    twin_steps = []
+    twin_step = vecenv.twin.step
+
+    def recording_step(actions):
+        out = twin_step(actions)
+        twin_steps.append((float(out[1][0]), bool(out[2][0]), int(out[4]["episode_frame_number"][0])))
+        return out
+
+    vecenv.twin.step = recording_step
+    vecenv.async_reset(7)
+    rng = np.random.default_rng(0)
+    game_steps = []
+    for t in range(800):
+        obs, rewards, terminals, truncations, _, agents, _ = vecenv.recv()
+        if t > 0:
+            game_steps.append((float(rewards[0]), bool(terminals[0]), int(vecenv.frame_numbers[0])))
+        vecenv.send(rng.integers(0, 4, 1))
+    assert any(terminal for _, terminal, _ in game_steps)  # lives were lost on the way
+    assert min(frames for _, _, frames in game_steps[1:]) < game_steps[0][2] + 800  # and games reset
+    assert game_steps == twin_steps[: len(game_steps)]
+    assert vecenv.frame().shape == (210, 160, 3) and vecenv.frame().dtype == np.uint8
+    vecenv.close()
