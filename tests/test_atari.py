@@ -223,7 +223,7 @@ def test_the_video_twin_plays_the_very_game_it_records():
             game_steps.append((float(rewards[0]), bool(terminals[0]), int(vecenv.frame_numbers[0])))
         vecenv.send(rng.integers(0, 4, 1))
     assert any(terminal for _, terminal, _ in game_steps)  # lives were lost on the way
-    assert min(frames for _, _, frames in game_steps[1:]) < game_steps[0][2] + 800  # and games reset
+    assert any(after[2] < before[2] for before, after in zip(game_steps, game_steps[1:]))  # and games reset
     assert game_steps == twin_steps[: len(game_steps)]
     assert vecenv.frame().shape == (210, 160, 3) and vecenv.frame().dtype == np.uint8
     vecenv.close()
