@@ -275,6 +275,19 @@ def learning_curve_stat(folder: Path, learner: str) -> list:
     return [e.value for e in events.Scalars("charts/episodic_return")]
 
 
+def cleanrl_finished(folder: Path, steps: int) -> bool:
+    """Whether a CleanRL run in `folder` trained all its updates (its last charts/SPS is at the last one's step)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run_dirs = list(folder.glob("runs/*"))
+    if len(run_dirs) != 1:
+        return False
+    events = EventAccumulator(str(run_dirs[0]), size_guidance={"scalars": 0}).Reload()
+    if "charts/SPS" not in events.Tags()["scalars"]:
+        return False
+    return events.Scalars("charts/SPS")[-1].step >= (steps // 1024) * 1024
+
+
 def learn_one(learner: str, game: str, seed: int, opts, core: int) -> dict:
     """One 1M-step run on `core` (or its kept result)."""
     folder = Path(opts.out) / "learn" / learner / game / str(seed)
@@ -292,14 +305,19 @@ def learn_one(learner: str, game: str, seed: int, opts, core: int) -> dict:
         script = cleanrl_script(opts.cleanrl, Path(opts.out) / "cleanrl")
         command = [sys.executable, str(script.resolve()), "--env-id", GAMES[game], "--seed", str(seed)]
         command += ["--total-timesteps", str(steps)]
-        for old in folder.glob("runs"):  # an unfinished CleanRL run cannot resume: start it again
-            subprocess.run(["rm", "-rf", str(old)])
+        if not cleanrl_finished(folder, steps):  # an unfinished CleanRL run cannot resume: start it again
+            for old in folder.glob("runs"):
+                subprocess.run(["rm", "-rf", str(old)])
+            (folder / "log.txt").unlink(missing_ok=True)
+        else:  # it finished, but its result was never written (this benchmark was stopped meanwhile)
+            command = None
     start = time.time()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    with open(folder / "log.txt", "a") as log:
-        proc = subprocess.run(["taskset", "-c", str(core), *command], cwd=folder, env=env, stdout=log, stderr=log)
-    if proc.returncode != 0:
-        raise SystemExit(f"{learner} {game} seed {seed} failed: {folder / 'log.txt'}")
+    if command is not None:
+        with open(folder / "log.txt", "a") as log:
+            proc = subprocess.run(["taskset", "-c", str(core), *command], cwd=folder, env=env, stdout=log, stderr=log)
+        if proc.returncode != 0:
+            raise SystemExit(f"{learner} {game} seed {seed} failed: {folder / 'log.txt'}")
     returns = learning_curve_stat(folder, learner)
     text = (folder / "log.txt").read_text()
     result = dict(
