@@ -212,14 +212,14 @@ ENV_DEFAULTS = {
     ),
     "repeat-previous-easy": dict(total_timesteps=1_000_000, num_envs=32, horizon=32),
     # atari-<game>: CleanRL's ppo_atari.py (docs/atari.md): 8 envs x 128 steps, 4 minibatches, 4 epochs, Adam 2.5e-4,
-    # clip 0.1 (the value's too), rewards clipped to [-1, 1] for learning, the Nature CNN's 512 features (with
-    # --lstm an LSTM of 128, as ppo_atari_lstm.py). Rows of 16 steps: minibatches of 16 rows mix many moments of
-    # play, closer to CleanRL's shuffled steps than 2 rows of 128 would. Evaluation plays whole games, sampling
-    # actions (as CleanRL's evaluation), up to ALE's 108,000-frame cap.
+    # clip 0.1 (the value's too), rewards clipped to [-1, 1] for learning, the Nature CNN's 512 features. Rows of one
+    # step: a minibatch is 256 steps drawn from the whole rollout, as CleanRL's are (rows of 16 steps learned
+    # Breakout far more slowly: docs/atari.md). With --lstm: rows of 128 steps, an LSTM of 128, as ppo_atari_lstm.py.
+    # Evaluation plays whole games, sampling actions (as CleanRL's evaluation), up to ALE's 108,000-frame cap.
     "atari": dict(
         total_timesteps=10_000_000,
         num_envs=8,
-        horizon=16,
+        horizon=1,
         batch_size=1024,
         num_minibatches=4,
         update_epochs=4,
@@ -240,7 +240,7 @@ ENV_DEFAULTS = {
 def args_for(env_id: str = "tetris", **flags) -> Args:
     """The flags for `env_id`: Args' defaults, then (but for Tetris) OTHER and its kind's set, then `flags`. Some
     defaults follow other flags: --backend Serial has one worker, --lstm a shared critic (the critic reads the LSTM's
-    memory too), and a torchrun rank one torch thread."""
+    memory too) and on Atari rows of 128 steps, and a torchrun rank one torch thread."""
     if env_id == "tetris" or env_id in ENV_DEFAULTS:
         kind = env_id
     elif atari.game_name(env_id):
@@ -254,6 +254,8 @@ def args_for(env_id: str = "tetris", **flags) -> Args:
         defaults["num_workers"] = 1
     if flags.get("lstm"):
         defaults["separate_critic"] = False
+        if kind == "atari":  # whole stretches of 128 steps to learn the sequence from, as ppo_atari_lstm.py's
+            defaults["horizon"] = 128
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a torchrun rank (torchrun sets it before the flags are read)
         defaults["torch_threads"] = 1
     return Args(**{**defaults, "env_id": env_id, **flags})

@@ -68,7 +68,8 @@ CASES = {  # name: flags, or (flags of the first run, flags of its --resume)
     "puffer-atari": PUFFER
     + "--env-id atari-breakout --num-envs 4 --batch-size 256 --total-timesteps 1024 --eval-max-steps 300".split(),
     "puffer-atari-lstm": PUFFER
-    + "--env-id atari-pong --lstm --num-envs 4 --batch-size 256 --total-timesteps 512 --eval-max-steps 100".split(),
+    + "--env-id atari-pong --lstm --num-envs 4 --horizon 64 --batch-size 256 --total-timesteps 512".split()
+    + "--eval-max-steps 100".split(),
     "puffer-extend-ent": (
         PUFFER + "--env-id CartPole-v1 --anneal-ent --ent-coef 0.01 --total-timesteps 5120".split(),
         "--total-timesteps 10240".split(),
