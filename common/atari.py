@@ -105,6 +105,7 @@ class AtariEnvs:
 
     def async_reset(self, seed: int = 0) -> None:
         """Resets every game, game i from seed + i."""
+        self.frame_numbers[:] = 0  # fresh games: none of them ends in the reset's step
         for g, env in enumerate(self.envs):
             self.reset_pending[g] = env.reset(seed=seed + g * self.per_group)
         if self.twin is not None:

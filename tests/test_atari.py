@@ -227,3 +227,16 @@ def test_the_video_twin_plays_the_very_game_it_records():
     assert game_steps == twin_steps[: len(game_steps)]
     assert vecenv.frame().shape == (210, 160, 3) and vecenv.frame().dtype == np.uint8
     vecenv.close()
+
+
+def test_a_second_reset_ends_no_game_in_its_own_step():
+    vecenv = atari.AtariEnvs("breakout", 2)
+    vecenv.async_reset(0)
+    for _ in range(50):  # the games' frame counts grow past a fresh game's
+        vecenv.recv()
+        vecenv.send(np.ones(2, np.int64))
+    vecenv.recv()
+    vecenv.async_reset(1)  # as a resumed run does
+    vecenv.recv()
+    assert not vecenv.game_over.any()
+    vecenv.close()
