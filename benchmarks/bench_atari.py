@@ -297,10 +297,11 @@ def learn_one(learner: str, game: str, seed: int, opts, core: int) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     steps = opts.total_timesteps
     if learner == "ours":
+        # the run works in `folder`, so the checkpoint is passed as an absolute path
         checkpoints = sorted(folder.glob("runs/*/ppo_puffer_async.pt"))
         command = ours_command(game, seed, steps) + ["--torch-threads", "1", "--checkpoint-freq", "50"]
         if checkpoints:  # a run that was stopped goes on from its last save
-            command = [sys.executable, "-c", OURS, str(ROOT), "--resume", str(checkpoints[-1])]
+            command = [sys.executable, "-c", OURS, str(ROOT), "--resume", str(checkpoints[-1].resolve())]
     else:
         script = cleanrl_script(opts.cleanrl, Path(opts.out) / "cleanrl")
         command = [sys.executable, str(script.resolve()), "--env-id", GAMES[game], "--seed", str(seed)]
