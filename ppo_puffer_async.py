@@ -375,7 +375,8 @@ class Policy(nn.Module):
         if not self.frames:
             return encoder(obs)
         images = obs.reshape(-1, *obs.shape[-3:]).float() / 255.0  # the CNN takes a batch of images
-        # channels-last: the CPU's convolutions (oneDNN) run faster on this layout (docs/benchmarks.md#atari)
+        # channels-last: the CPU's convolutions (oneDNN) run faster on this layout
+        # (docs/benchmarks.md#the-speed-tricks-the-scripts-keep)
         images = images.contiguous(memory_format=torch.channels_last)
         return encoder(images).reshape(*obs.shape[:-3], -1)
 
