@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -231,7 +232,8 @@ def speed(opts, out: Path):
     for round_ in range(opts.rounds):
         for name, command in learners:
             folder = out / f"{len(measured[name])}_{re.sub(r'[^a-z0-9]+', '_', name.lower())}"
-            folder.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(folder, ignore_errors=True)  # an earlier invocation's run would be read as this one's
+            folder.mkdir(parents=True)
             log = subprocess.run(command, cwd=folder, capture_output=True, text=True)
             (folder / "log.txt").write_text(log.stdout + log.stderr)
             if log.returncode != 0:
