@@ -1,7 +1,7 @@
 """ppo_puffer_async.py on Atari beside CleanRL's ppo_atari.py, run here: training speed (and Stable-Baselines3's PPO
 with CnnPolicy) at CleanRL's settings, where a step's time goes, and learning at 1M agent steps (4M frames).
 
-    python benchmarks/bench_atari.py --speed --cleanrl CLEANRL_CLONE         # SPS side by side; ~25 min
+    python benchmarks/bench_atari.py --speed --cleanrl CLEANRL_CLONE         # SPS side by side; ~10 min
     python benchmarks/bench_atari.py --learn --cleanrl CLEANRL_CLONE         # Breakout and Pong, seeds 1-3, both
 
 CLEANRL_CLONE is a clone of github.com/vwxyzjn/cleanrl holding CLEANRL_COMMIT; its ppo_atari.py (and the

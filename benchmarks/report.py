@@ -22,14 +22,16 @@ import sys
 
 from results import RESULTS, ROOT, changed_dependencies, git, markdown
 
+ATARI_SPEED = ("python benchmarks/bench_atari.py --speed --cleanrl CLEANRL_CLONE --envpool-python ENVPOOL_PYTHON", 11)
+
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # Each table's benchmark and about how long it takes on 2 cores: what a table with no results file yet says to run.
 BENCHES = {
     "mpe": ("python benchmarks/bench_mpe.py", 150),
     "mujoco": ("python benchmarks/bench_mujoco.py", 45),
     "mujoco-speed": ("python benchmarks/bench_mujoco.py --speed --cleanrl CLEANRL_CLONE", 15),
-    "atari-speed": ("python benchmarks/bench_atari.py --speed --cleanrl CLEANRL_CLONE", 15),
-    "atari-split": ("python benchmarks/bench_atari.py --speed --cleanrl CLEANRL_CLONE", 15),
+    "atari-speed": ATARI_SPEED,
+    "atari-split": ATARI_SPEED,
     "atari-learning": ("python benchmarks/bench_atari.py --learn --cleanrl CLEANRL_CLONE", 720),
     "setup": ("python benchmarks/bench_setup.py", 8),
     "tetris-env": ("python benchmarks/bench_tetris_env.py --ocean OCEAN_DIR", 1),

@@ -136,7 +136,12 @@ def cpu_model() -> str:
 
 
 # Flags whose value is a folder on the measuring machine: the command shows what the reader supplies instead.
-LOCAL_PATHS = {"--ocean": "OCEAN_DIR", "--cleanrl": "CLEANRL_CLONE", "--baseline": "BEFORE_CHECKOUT"}
+LOCAL_PATHS = {
+    "--ocean": "OCEAN_DIR",
+    "--cleanrl": "CLEANRL_CLONE",
+    "--baseline": "BEFORE_CHECKOUT",
+    "--envpool-python": "ENVPOOL_PYTHON",
+}
 
 
 def placeholders(argv: list) -> list:
