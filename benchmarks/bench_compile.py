@@ -51,7 +51,7 @@ def ppo_case(rows: int = 64):
 
     def loss_fn(obs, actions, mb):
         out, new_values = policy.unroll(obs)
-        new_logprobs, entropy = policy.logprob_and_entropy(out, actions, obs)
+        new_logprobs, entropy = policy.logprob_and_entropy(out, actions)  # a Box: no action mask
         return ppo_puffer_async.ppo_loss(new_logprobs, new_values, entropy, mb, weights=None, clip_coef=0.2,
                                          vf_clip_coef=0.2, vf_coef=0.5, ent_coef=0.0)[0]  # fmt: skip
 
