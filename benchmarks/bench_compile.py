@@ -90,7 +90,7 @@ def acting_step(policy):
     def act(obs):
         with torch.inference_mode():
             out, values, _ = policy.step(obs)
-            return policy.sample(out, obs)[0], values
+            return policy.sample(out)[0], values  # a Box: no action mask
 
     return act
 
