@@ -7,7 +7,7 @@ lines cleared per game, training SPS, minutes.
 
 Each run is `python <script>.py --seed S` at the script's defaults (both cores: one run at a time), then
 `--eval-checkpoint <its checkpoint> --eval-episodes 100` (games seeded 10,001 + i at --seed 1). A finished
-run's result is kept under --out, so rerunning only runs what is missing.
+run is kept under --out (its training and its result), so rerunning only runs what is missing.
 """
 
 import argparse
@@ -45,28 +45,39 @@ def random_play(games: int, seed: int = 10_001) -> dict:
 
 
 def train(script: str, seed: int, folder: Path) -> dict:
+    """One default run, then its final checkpoint over 100 games. The training's wall time and SPS are kept in
+    training.json and the whole result in result.json, so a rerun trains again only what never finished."""
     result_file = folder / "result.json"
     if result_file.exists():
         return json.loads(result_file.read_text())
-    folder.mkdir(parents=True, exist_ok=True)
-    start = time.time()
-    command = [sys.executable, str(ROOT / f"{script}.py"), "--seed", str(seed), "--checkpoint-freq", "0"]
-    out = subprocess.run(command, cwd=folder, capture_output=True, text=True)
-    (folder / "log.txt").write_text(out.stdout + out.stderr)
-    if out.returncode != 0:
-        raise SystemExit(f"{script} seed {seed} failed:\n{out.stderr[-2000:]}")
-    wall = time.time() - start
-    sps = float(re.search(r"SPS ([\d,]+)", out.stdout.splitlines()[-1]).group(1).replace(",", ""))
+    training_file = folder / "training.json"
+    if not training_file.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        start = time.time()
+        command = [sys.executable, str(ROOT / f"{script}.py"), "--seed", str(seed), "--checkpoint-freq", "0"]
+        out = subprocess.run(command, cwd=folder, capture_output=True, text=True)
+        (folder / "log.txt").write_text(out.stdout + out.stderr)
+        if out.returncode != 0:
+            raise SystemExit(f"{script} seed {seed} failed:\n{out.stderr[-2000:]}")
+        wall = time.time() - start
+        sps = float(re.search(r"SPS ([\d,]+)", out.stdout.splitlines()[-1]).group(1).replace(",", ""))
+        training_file.write_text(json.dumps(dict(wall=wall, sps=sps)))
+    training = json.loads(training_file.read_text())
     (checkpoint,) = glob.glob(str(folder / "runs" / "*" / f"{script}.pt"))
     command = [sys.executable, str(ROOT / f"{script}.py"), "--eval-checkpoint", checkpoint, "--eval-episodes", "100"]
     evaluation = subprocess.run(command, capture_output=True, text=True)
     if evaluation.returncode != 0:
         raise SystemExit(f"{script} seed {seed} evaluation failed:\n{evaluation.stderr[-2000:]}")
     stats = {}
-    # "  name  mean +/- std", or "  name  mean" where the script reports no spread
-    for key, mean, std in re.findall(r"^\s+(\w+)\s+(-?[\d.]+)(?: \+/- ([\d.]+))?$", evaluation.stdout, re.M):
+    # "  name  mean +/- std (s.e. se, n games)", or "  name  mean" where the script reports no spread
+    pattern = r"^\s+(\w+)\s+(-?[\d.]+)(?: \+/- ([\d.]+))?(?: \(s\.e\. [\d.]+, n \d+\))?$"
+    for key, mean, std in re.findall(pattern, evaluation.stdout, re.M):
         stats[key] = (float(mean), float(std) if std else None)
-    result = dict(seed=seed, wall=wall, sps=sps, **{key: list(value) for key, value in stats.items()})
+    if "return" not in stats:
+        raise SystemExit(f"{script} seed {seed}: no return in the evaluation's output:\n{evaluation.stdout[-2000:]}")
+    result = dict(seed=seed, wall=training["wall"], sps=training["sps"])
+    for key, value in stats.items():
+        result[key] = list(value)
     result_file.write_text(json.dumps(result))
     return result
 
