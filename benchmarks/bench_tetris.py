@@ -1,8 +1,8 @@
 """A Tetris script's default run, then its final checkpoint over 100 games, beside uniform-random play: return and
 lines cleared per game, training SPS, minutes.
 
-    python benchmarks/bench_tetris.py --script ppo_tetris          # seed 1: ~20 min on 2 cores
-    python benchmarks/bench_tetris.py --script ppo_puffer_async    # seed 1: ~17 min on 2 cores
+    python benchmarks/bench_tetris.py --script ppo_tetris          # seed 1: ~13 min on 2 cores
+    python benchmarks/bench_tetris.py --script ppo_puffer_async    # seed 1: ~10 min on 2 cores
     python benchmarks/bench_tetris.py --script ppo_puffer_async --seeds 2 3
 
 Each run is `python <script>.py --seed S` at the script's defaults (both cores: one run at a time), then
