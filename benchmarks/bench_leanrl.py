@@ -36,12 +36,13 @@ from bench_mujoco import MATCHED  # noqa: E402
 import ppo_puffer_async  # noqa: E402
 import results  # noqa: E402
 
-ROUNDS, STEPS = 5, 40960  # a whole run: 20 updates of 2,048 steps
+ROUNDS = 5
+STEPS = 40960  # a whole run: 20 updates of 2,048 steps
 RUN = ["--env-id", "HalfCheetah-v5", *MATCHED, "--total-timesteps", str(STEPS), "--seed", "1", "--eval-freq", "0"]
 PER_STEP = {"acting": 1.0, "update": 320 / 2048}  # calls per agent step at CleanRL's settings
 
 
-def leanrl_sample(self, out, obs=None):
+def leanrl_sample(self, out, mask=None):
     """LeanRL's sampling: mean + std * randn, no Distribution object; the log-probability in closed form from the
     noise (a Gaussian's, summed over the action's dimensions: what Policy.sample returns for a Box)."""
     noise = torch.randn_like(out)
@@ -102,13 +103,13 @@ def per_call() -> list:
         def call():
             with mode():
                 out, values, _ = model.step(obs)
-                return sample(model, out, obs)[0], values
+                return sample(model, out)[0], values  # a Box: no action mask
 
         return call
 
     def sample_only(sample):
         out = policy.step(obs)[0].detach()
-        return lambda: sample(policy, out, obs)
+        return lambda: sample(policy, out)
 
     scalar = loss_fn(*inputs).detach()
     lrs = {}
@@ -122,17 +123,42 @@ def per_call() -> list:
     plain_sample = ppo_puffer_async.Policy.sample
     nothing = contextlib.nullcontext
     cases = [
-        ("sampling: `mean + std * randn`, no Distribution", "`Normal(mean, std)`: its sample and log_prob", "acting",
-         sample_only(plain_sample), sample_only(leanrl_sample)),
-        ("acting on a detached copy of the policy, no grad mode", "the policy under `torch.inference_mode()`",
-         "acting", act(policy, torch.inference_mode, plain_sample), act(detached, nothing, plain_sample)),
-        ("(for scale) acting with autograd on", "the policy under `torch.inference_mode()`", "acting",
-         act(policy, torch.inference_mode, plain_sample), act(policy, nothing, plain_sample)),
-        ("no read of a tensor's value in the update loop", "`if not torch.isfinite(loss)`, once per minibatch",
-         "update", lambda: not torch.isfinite(scalar), lambda: None),
-        ("the learning rate as a tensor (torch's loop)", "a float (Adam's step, foreach)", "update", lrs["float"],
-         lrs["tensor"]),
-    ]  # fmt: skip
+        (
+            "sampling: `mean + std * randn`, no Distribution",
+            "`Normal(mean, std)`: its sample and log_prob",
+            "acting",
+            sample_only(plain_sample),
+            sample_only(leanrl_sample),
+        ),
+        (
+            "acting on a detached copy of the policy, no grad mode",
+            "the policy under `torch.inference_mode()`",
+            "acting",
+            act(policy, torch.inference_mode, plain_sample),
+            act(detached, nothing, plain_sample),
+        ),
+        (
+            "(for scale) acting with autograd on",
+            "the policy under `torch.inference_mode()`",
+            "acting",
+            act(policy, torch.inference_mode, plain_sample),
+            act(policy, nothing, plain_sample),
+        ),
+        (
+            "no read of a tensor's value in the update loop",
+            "`if not torch.isfinite(loss)`, once per minibatch",
+            "update",
+            lambda: not torch.isfinite(scalar),
+            lambda: None,
+        ),
+        (
+            "the learning rate as a tensor (torch's loop)",
+            "a float (Adam's step, foreach)",
+            "update",
+            lrs["float"],
+            lrs["tensor"],
+        ),
+    ]
     rows = []
     for change, ours, where, plain, leanrl in cases:
         times = {"ours": [], "leanrl": []}
@@ -141,7 +167,8 @@ def per_call() -> list:
         for _ in range(ROUNDS):  # alternating, so that a noisy neighbour hits both
             times["ours"].append(time_calls(plain, (), 5000))
             times["leanrl"].append(time_calls(leanrl, (), 5000))
-        a, b = np.median(times["ours"]), np.median(times["leanrl"])
+        a = np.median(times["ours"])
+        b = np.median(times["leanrl"])
         saved = (a - b) * PER_STEP[where]
         rows.append([change, ours, f"{a:.1f}", f"{b:.1f}", f"{saved:+.1f}"])
         print(f"| {' | '.join(rows[-1])} |", flush=True)
@@ -161,27 +188,38 @@ def main():
     os.sched_setaffinity(0, {opts.core})  # the timed processes inherit it
     torch.set_num_threads(1)
     start = time.time()
-    columns = ["LeanRL's change", "what ppo_puffer_async.py does", "ours, us per call", "LeanRL's, us per call",
-               "us saved per agent step"]  # fmt: skip
+    columns = [
+        "LeanRL's change",
+        "what ppo_puffer_async.py does",
+        "ours, us per call",
+        "LeanRL's, us per call",
+        "us saved per agent step",
+    ]
     rows = per_call()
     print(results.markdown(columns, rows))
-    runs, whole = [], []
+    runs = []
+    whole = []
     for case in CASES if opts.runs else ():
         command = [sys.executable, str(Path(__file__).resolve()), "--run", case]
         ours, leanrl, ratio = paired_sps(command, "--leanrl", opts.runs, Path(opts.out) / case)
         runs.append(dict(case=case, changes=CASES[case], ours=ours, leanrl=leanrl))
-        whole.append(f"{' + '.join(CASES[case])}: {statistics.median(leanrl):,.0f} against "
-                     f"{statistics.median(ours):,.0f} training SPS, **{ratio:.3f}x**")  # fmt: skip
+        whole.append(
+            f"{' + '.join(CASES[case])}: {statistics.median(leanrl):,.0f} against "
+            f"{statistics.median(ours):,.0f} training SPS, **{ratio:.3f}x**"
+        )
         print(whole[-1], flush=True)
     if opts.runs == 5:
-        notes = [f"One core, one torch thread; per call: the median of {ROUNDS} alternating rounds (each the median "
-                 "of 5 blocks of 1,000 calls); per agent step at CleanRL's settings: acting once a step, an update's "
-                 "call 320 times per 2,048 steps.",
-                 f"Whole training runs of `ppo_puffer_async.py {' '.join(RUN)}` with LeanRL's changes swapped in, "
-                 f"against the script as it is ({opts.runs} pairs, alternating, fresh processes; the median of the "
-                 f"pairs' ratios): {'; '.join(whole)}."]  # fmt: skip
-        results.save("leanrl", (time.time() - start) / 60, table=dict(columns=columns, rows=rows, notes=notes),
-                     runs=runs)  # fmt: skip
+        notes = [
+            f"One core, one torch thread; per call: the median of {ROUNDS} alternating rounds (each the median "
+            "of 5 blocks of 1,000 calls); per agent step at CleanRL's settings: acting once a step, an update's "
+            "call 320 times per 2,048 steps.",
+            f"Whole training runs of `ppo_puffer_async.py {' '.join(RUN)}` with LeanRL's changes swapped in, "
+            f"against the script as it is ({opts.runs} pairs, alternating, fresh processes; the median of the "
+            f"pairs' ratios): {'; '.join(whole)}.",
+        ]
+        results.save(
+            "leanrl", (time.time() - start) / 60, table=dict(columns=columns, rows=rows, notes=notes), runs=runs
+        )
 
 
 if __name__ == "__main__":

@@ -53,3 +53,20 @@ def test_tensor_lr_adam_takes_the_same_steps_as_adam_with_the_script_setting_flo
     )  # float32, as LeanRL
     for a, b in zip(policies[0].parameters(), policies[1].parameters()):
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_every_per_call_case_runs_on_the_scripts_current_policy(monkeypatch):
+    """Each timed call, made once: a change to the script's Policy that a case still calls the old way fails here,
+    not minutes into the benchmark."""
+    calls = []
+
+    def once(fn, inputs, count):
+        calls.append(fn)
+        fn(*inputs)
+        return 1.0
+
+    monkeypatch.setattr(bench_leanrl, "time_calls", once)
+    monkeypatch.setattr(bench_leanrl, "ROUNDS", 1)
+    rows = bench_leanrl.per_call()
+    assert len(rows) == 5
+    assert len(calls) == 5 * 4  # each case: a warm-up and a timed call of both forms
