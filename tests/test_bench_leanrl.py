@@ -70,3 +70,17 @@ def test_every_per_call_case_runs_on_the_scripts_current_policy(monkeypatch):
     rows = bench_leanrl.per_call()
     assert len(rows) == 5
     assert len(calls) == 5 * 4  # each case: a warm-up and a timed call of both forms
+
+
+def test_a_whole_run_trains_with_all_of_leanrls_changes_swapped_in(monkeypatch, tmp_path):
+    """What each timed process of the "all" case does, for two updates."""
+    monkeypatch.chdir(tmp_path)
+    # recorded here, so that the test puts them back after swap_in replaces them
+    monkeypatch.setattr(torch, "isfinite", torch.isfinite)
+    monkeypatch.setattr(torch.optim, "Adam", torch.optim.Adam)
+    monkeypatch.setattr(ppo_puffer_async.Policy, "sample", ppo_puffer_async.Policy.sample)
+    bench_leanrl.swap_in(bench_leanrl.CASES["all"])
+    run = [flag if flag != str(bench_leanrl.STEPS) else "4096" for flag in bench_leanrl.RUN]
+    ppo_puffer_async.main([*run, *bench_leanrl.QUIET])
+    assert torch.optim.Adam is bench_leanrl.TensorLrAdam
+    assert list(tmp_path.glob("runs/*/events.out.tfevents.*"))
