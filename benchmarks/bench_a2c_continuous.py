@@ -78,9 +78,19 @@ def sb3_run(env_id: str, seed: int, total: int, out: str) -> None:
 
     torch.set_num_threads(1)
     if env_id == "Pendulum-v1":
-        hyper = dict(n_steps=8, gae_lambda=0.9, vf_coef=0.4, gamma=0.9, ent_coef=0.0, max_grad_norm=0.5,
-                     use_rms_prop=True, normalize_advantage=False, learning_rate=lambda progress: 7e-4 * progress,
-                     use_sde=True, policy_kwargs=dict(log_std_init=-2, ortho_init=False))  # fmt: skip
+        hyper = dict(
+            n_steps=8,
+            gae_lambda=0.9,
+            vf_coef=0.4,
+            gamma=0.9,
+            ent_coef=0.0,
+            max_grad_norm=0.5,
+            use_rms_prop=True,
+            normalize_advantage=False,
+            learning_rate=lambda progress: 7e-4 * progress,
+            use_sde=True,
+            policy_kwargs=dict(log_std_init=-2, ortho_init=False),
+        )
         n_envs = 8
     elif env_id == "LunarLander-v3":
         hyper = dict(n_steps=5, gamma=0.995, ent_coef=1e-5, learning_rate=lambda progress: 8.3e-4 * progress)
@@ -121,8 +131,18 @@ def sb3_run(env_id: str, seed: int, total: int, out: str) -> None:
 
 
 def ours_run(env_id, seed, total, settings, folder, core):
-    flags = ["--env-id", env_id, "--seed", str(seed), "--total-timesteps", str(total), "--eval-episodes", "20",
-             "--checkpoint-freq", "0"]  # fmt: skip
+    flags = [
+        "--env-id",
+        env_id,
+        "--seed",
+        str(seed),
+        "--total-timesteps",
+        str(total),
+        "--eval-episodes",
+        "20",
+        "--checkpoint-freq",
+        "0",
+    ]
     flags += script_flags("a2c_cartpole", settings)
     command = ["taskset", "-c", str(core), sys.executable, str(ROOT / "a2c_cartpole.py"), *flags]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -139,8 +159,18 @@ def ours_run(env_id, seed, total, settings, folder, core):
 
 def sb3_process(env_id, seed, total, result_file, core) -> dict:
     """sb3_run in its own process, pinned to `core`, one torch thread."""
-    command = ["taskset", "-c", str(core), sys.executable, __file__, "--sb3-worker", env_id, str(seed), str(total),
-               str(result_file)]  # fmt: skip
+    command = [
+        "taskset",
+        "-c",
+        str(core),
+        sys.executable,
+        __file__,
+        "--sb3-worker",
+        env_id,
+        str(seed),
+        str(total),
+        str(result_file),
+    ]
     out = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     if out.returncode != 0:
         raise SystemExit(f"sb3 {env_id} seed {seed} failed:\n{out.stderr[-2000:]}")
@@ -184,8 +214,13 @@ def speed_pair(env_id, steps, settings, out: Path, cores) -> dict:
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--envs", nargs="+", default=ENVS)
-    parser.add_argument("--learners", nargs="+", default=["ours"], choices=["ours", "sb3"],
-                        help="sb3: run SB3's learning runs (hours) instead of showing SB3_RECORDED")  # fmt: skip
+    parser.add_argument(
+        "--learners",
+        nargs="+",
+        default=["ours"],
+        choices=["ours", "sb3"],
+        help="sb3: run SB3's learning runs (hours) instead of showing SB3_RECORDED",
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=None, help=f"default: {' '.join(map(str, SEEDS))}")
     parser.add_argument("--sb3-seeds", nargs="+", type=int, default=None, help="SB3's; default: --seeds, else 1 2 3")
     parser.add_argument("--total-timesteps", type=int, default=1_000_000)
@@ -211,8 +246,11 @@ def main():
     if opts.sps_only:
         for env_id in opts.envs:
             speed[env_id] = speed_pair(env_id, opts.sps_timesteps, settings, Path(opts.out), opts.cores)
-            print(f"  {env_id}: ours {speed[env_id]['ours']:,.0f} SPS, SB3 {speed[env_id]['sb3']:,.0f} SPS beside it: "
-                  f"{speed[env_id]['ours'] / speed[env_id]['sb3']:.2f}x", flush=True)  # fmt: skip
+            print(
+                f"  {env_id}: ours {speed[env_id]['ours']:,.0f} SPS, SB3 {speed[env_id]['sb3']:,.0f} SPS beside it: "
+                f"{speed[env_id]['ours'] / speed[env_id]['sb3']:.2f}x",
+                flush=True,
+            )
         return
     jobs = [(learner, env_id, seed) for env_id in opts.envs for learner in opts.learners for seed in seeds[learner]]
     free = list(opts.cores)
@@ -231,13 +269,18 @@ def main():
                 print(f"  {job[0]:<5} {job[1]:<15} seed {job[2]}: not run", flush=True)
                 continue
             results[job] = result
-            print(f"  {job[0]:<5} {job[1]:<15} seed {job[2]}: final {result['final']:9.1f}, SPS {result['sps']:7,.0f}, "
-                  f"{result['wall']:5.0f} s", flush=True)  # fmt: skip
+            print(
+                f"  {job[0]:<5} {job[1]:<15} seed {job[2]}: final {result['final']:9.1f}, SPS {result['sps']:7,.0f}, "
+                f"{result['wall']:5.0f} s",
+                flush=True,
+            )
     if "ours" in opts.learners and not settings and not opts.report_only:  # ours at its defaults: the SPS pairs
         for env_id in opts.envs:
             speed[env_id] = speed_pair(env_id, opts.sps_timesteps, settings, Path(opts.out), opts.cores)
-    print(f"\nfinal deterministic evaluation, 20 episodes, after {opts.total_timesteps:,} steps; "
-          f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores; ours: {opts.tag}")  # fmt: skip
+    print(
+        f"\nfinal deterministic evaluation, 20 episodes, after {opts.total_timesteps:,} steps; "
+        f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores; ours: {opts.tag}"
+    )
     columns, rows, recorded = table(results, speed, seeds, opts)
     print(results_module.markdown(columns, rows))
     default = opts.envs == ENVS and opts.seeds in (None, SEEDS) and seeds["sb3"] == [1, 2, 3] and not settings
@@ -265,8 +308,11 @@ def table(results, speed, seeds, opts):
     for env_id in opts.envs:
         finals = {}
         for learner in ("ours", "sb3"):
-            finals[learner] = {seed: results[(learner, env_id, seed)]["final"] for seed in seeds[learner]
-                               if (learner, env_id, seed) in results}  # fmt: skip
+            finals[learner] = {
+                seed: results[(learner, env_id, seed)]["final"]
+                for seed in seeds[learner]
+                if (learner, env_id, seed) in results
+            }
         steps, date, kept = SB3_RECORDED.get(env_id, (None, None, {}))
         if "sb3" not in opts.learners and steps == opts.total_timesteps and all(seed in kept for seed in shown):
             finals["sb3"], recorded[env_id] = kept, (date, kept)
@@ -288,8 +334,12 @@ def table(results, speed, seeds, opts):
             elif learner == "sb3":
                 name = f"SB3 {__import__('stable_baselines3').__version__} A2C, RL Zoo's settings"
             values = [mine[seed] for seed in shown if seed in mine]
-            row = [env_id, name, " / ".join(f"{mine[seed]:,.1f}" if seed in mine else "-" for seed in shown),
-                   f"{np.mean(values):,.1f} +/- {np.std(values):,.1f}"]  # fmt: skip
+            row = [
+                env_id,
+                name,
+                " / ".join(f"{mine[seed]:,.1f}" if seed in mine else "-" for seed in shown),
+                f"{np.mean(values):,.1f} +/- {np.std(values):,.1f}",
+            ]
             if worst:
                 low = min(mine, key=mine.get)
                 row.append(f"{mine[low]:,.1f} (seed {low})" if len(mine) > len(values) else "-")
@@ -302,8 +352,10 @@ def save(results, speed, recorded, columns, rows, opts):
     dates = ", ".join(sorted({date for date, _ in recorded.values()}))
     sb3 = ", same seeds."
     if recorded:
-        sb3 = (f"; its rows are our recorded runs of it (SB3 2.9.2, {dates}), which do not depend on our code "
-               "(`python benchmarks/bench_a2c_continuous.py --learners sb3` re-runs them).")  # fmt: skip
+        sb3 = (
+            f"; its rows are our recorded runs of it (SB3 2.9.2, {dates}), which do not depend on our code "
+            "(`python benchmarks/bench_a2c_continuous.py --learners sb3` re-runs them)."
+        )
     notes = [
         f"Final deterministic evaluation (20 episodes, observation statistics frozen) after 1M steps; "
         f"`a2c_cartpole.py` at its Box-action defaults on seeds {span(SEEDS)}, two runs at a time, one "
@@ -313,22 +365,45 @@ def save(results, speed, recorded, columns, rows, opts):
         f"{opts.sps_timesteps:,} steps of seed 1 each, one core and one torch thread each, evaluation excluded; the "
         "ratio is ours over SB3's. RL Zoo's column: its published benchmark.md (one agent; HalfCheetah v3 there).",
     ]
-    runs = [dict(learner=learner, env_id=env_id, seed=seed, final=r["final"], sps=r["sps"])
-            for (learner, env_id, seed), r in results.items()]  # fmt: skip
-    runs += [dict(learner=f"sb3 (recorded, {date})", env_id=env_id, seed=seed, final=final)
-             for env_id, (date, kept) in recorded.items() for seed, final in kept.items()]  # fmt: skip
-    runs += [dict(learner="ours beside sb3", env_id=env_id, seed=1, steps=opts.sps_timesteps, sps=pair["ours"],
-                  sb3_sps=pair["sb3"]) for env_id, pair in speed.items()]  # fmt: skip
+    runs = [
+        dict(learner=learner, env_id=env_id, seed=seed, final=r["final"], sps=r["sps"])
+        for (learner, env_id, seed), r in results.items()
+    ]
+    runs += [
+        dict(learner=f"sb3 (recorded, {date})", env_id=env_id, seed=seed, final=final)
+        for env_id, (date, kept) in recorded.items()
+        for seed, final in kept.items()
+    ]
+    runs += [
+        dict(
+            learner="ours beside sb3",
+            env_id=env_id,
+            seed=1,
+            steps=opts.sps_timesteps,
+            sps=pair["ours"],
+            sb3_sps=pair["sb3"],
+        )
+        for env_id, pair in speed.items()
+    ]
     pendulum = np.mean([results[("ours", "Pendulum-v1", seed)]["final"] for seed in (1, 2, 3)])
-    sb3_pendulum = np.mean([r["final"] for r in runs if r["learner"].startswith("sb3") and r["env_id"] ==
-                            "Pendulum-v1" and r["seed"] in (1, 2, 3)])  # fmt: skip
-    readme = dict(task="Pendulum-v1 and HalfCheetah-v5, `a2c_cartpole.py` against SB3's A2C (RL Zoo's settings), 1M "
-                  "steps", result=f"Pendulum-v1 {pendulum:.1f}, mean of seeds 1-3 (SB3: {sb3_pendulum:.1f})",
-                  page="docs/a2c.md#against-stable-baselines3-on-pendulum-v1-and-halfcheetah-v5", order=7)  # fmt: skip
+    sb3_pendulum = np.mean(
+        [
+            r["final"]
+            for r in runs
+            if r["learner"].startswith("sb3") and r["env_id"] == "Pendulum-v1" and r["seed"] in (1, 2, 3)
+        ]
+    )
+    readme = dict(
+        task="Pendulum-v1 and HalfCheetah-v5, `a2c_cartpole.py` against SB3's A2C (RL Zoo's settings), 1M steps",
+        result=f"Pendulum-v1 {pendulum:.1f}, mean of seeds 1-3 (SB3: {sb3_pendulum:.1f})",
+        page="docs/a2c.md#against-stable-baselines3-on-pendulum-v1-and-halfcheetah-v5",
+        order=7,
+    )
     learning = [r["wall"] for r in results.values()]
     minutes = (sum(learning) / len(opts.cores) + sum(pair["wall"] for pair in speed.values())) / 60
-    results_module.save("a2c-continuous", minutes, table=dict(columns=columns, rows=rows, notes=notes), runs=runs,
-                        readme=readme)  # fmt: skip
+    results_module.save(
+        "a2c-continuous", minutes, table=dict(columns=columns, rows=rows, notes=notes), runs=runs, readme=readme
+    )
 
 
 def plot(results, opts):

@@ -124,8 +124,15 @@ def main():
     with ThreadPoolExecutor(len(opts.cores)) as pool:
         results = dict(zip(jobs, pool.map(work, jobs)))
     print(f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, {total:,} steps, final greedy evaluation")
-    columns = ["task", "learner", "steps", f"seeds {' / '.join(map(str, opts.seeds))}", "mean",
-               "first evaluation >= 0.95, per seed", "training SPS"]  # fmt: skip
+    columns = [
+        "task",
+        "learner",
+        "steps",
+        f"seeds {' / '.join(map(str, opts.seeds))}",
+        "mean",
+        "first evaluation >= 0.95, per seed",
+        "training SPS",
+    ]
     rows = []
     for task in opts.tasks:
         for learner in opts.learners:
@@ -133,13 +140,30 @@ def main():
             finals = [r["final"] for r in runs]
             sps = f"{min(r['sps'] for r in runs):,.0f}-{max(r['sps'] for r in runs):,.0f}"
             firsts = " / ".join(first_at(r["curve"]) for r in runs)
-            rows.append([task.removeprefix("popgym-"), NAMES[learner], steps_text(total),
-                         " / ".join(f"{f:.3f}" for f in finals), f"{np.mean(finals):.3f}", firsts, sps])  # fmt: skip
+            rows.append(
+                [
+                    task.removeprefix("popgym-"),
+                    NAMES[learner],
+                    steps_text(total),
+                    " / ".join(f"{f:.3f}" for f in finals),
+                    f"{np.mean(finals):.3f}",
+                    firsts,
+                    sps,
+                ]
+            )
         if "sb3-contrib" not in opts.learners and task in SB3_CONTRIB_RECORDED:
             seed, steps, final, first, sps, _ = SB3_CONTRIB_RECORDED[task]
-            rows.append([task.removeprefix("popgym-"), f"{RECORDED_NAME} (recorded run, "
-                         f"{SB3_CONTRIB_RECORDED_DATE})", steps_text(steps), f"{final:.3f} (seed {seed})",
-                         f"{final:.3f}", steps_text(first), f"{sps:,} (its own run)"])  # fmt: skip
+            rows.append(
+                [
+                    task.removeprefix("popgym-"),
+                    f"{RECORDED_NAME} (recorded run, {SB3_CONTRIB_RECORDED_DATE})",
+                    steps_text(steps),
+                    f"{final:.3f} (seed {seed})",
+                    f"{final:.3f}",
+                    steps_text(first),
+                    f"{sps:,} (its own run)",
+                ]
+            )
     print(results_module.markdown(columns, rows))
     default = opts.tasks == TASKS and opts.seeds == [1, 2, 3] and total == 1_000_000
     if default and set(opts.learners) in ({*DEFAULT}, {*DEFAULT, "sb3-contrib"}):
@@ -167,26 +191,48 @@ def save(results, columns, rows, opts):
         "time, one per core; evaluations about every 100k steps; training SPS as each script reports it.",
         "sb3-contrib's RecurrentPPO runs RL Zoo's settings for CartPole without velocities (8 envs x 32 steps, 20 "
         "epochs, 64-wide LSTMs for actor and critic, gamma 0.98, lambda 0.8)"
-        + (f"; its rows are our recorded run of it (sb3-contrib 2.9.2, {SB3_CONTRIB_RECORDED_DATE}: seed 1, 200k "
-           "steps, its schedule annealed over them, evaluated every 20k steps), which does not depend on our code "
-           "(`python benchmarks/bench_a2c_memory.py --learners sb3-contrib a2c-lstm --seeds 1 --total-timesteps "
-           "200000` re-runs it); its SPS is from that run, not measured beside ours." if recorded
-           else "; its runs here, on the same seeds and steps."),
-    ]  # fmt: skip
-    repeat = [results[("popgym-RepeatPreviousEasy-v0", learner, seed)]["final"] for learner in ("a2c-lstm", "a2c-mlp")
-              for seed in opts.seeds]  # fmt: skip
-    readme = dict(task="POPGym memory tasks (RepeatPreviousEasy, PositionOnlyCartPoleEasy), `a2c_cartpole.py --lstm`",
-                  result=f"RepeatPreviousEasy {np.mean(repeat[:3]):.3f}, mean of seeds 1-3 (without `--lstm`: "
-                  f"{np.mean(repeat[3:]):.3f})", page="docs/a2c.md#memory-tasks-popgym", order=9)  # fmt: skip
-    runs = [dict(task=task, learner=learner, seed=seed, final=r["final"], sps=r["sps"])
-            for (task, learner, seed), r in results.items()]  # fmt: skip
+        + (
+            f"; its rows are our recorded run of it (sb3-contrib 2.9.2, {SB3_CONTRIB_RECORDED_DATE}: seed 1, 200k "
+            "steps, its schedule annealed over them, evaluated every 20k steps), which does not depend on our code "
+            "(`python benchmarks/bench_a2c_memory.py --learners sb3-contrib a2c-lstm --seeds 1 --total-timesteps "
+            "200000` re-runs it); its SPS is from that run, not measured beside ours."
+            if recorded
+            else "; its runs here, on the same seeds and steps."
+        ),
+    ]
+    repeat = [
+        results[("popgym-RepeatPreviousEasy-v0", learner, seed)]["final"]
+        for learner in ("a2c-lstm", "a2c-mlp")
+        for seed in opts.seeds
+    ]
+    readme = dict(
+        task="POPGym memory tasks (RepeatPreviousEasy, PositionOnlyCartPoleEasy), `a2c_cartpole.py --lstm`",
+        result=f"RepeatPreviousEasy {np.mean(repeat[:3]):.3f}, mean of seeds 1-3 (without `--lstm`: "
+        f"{np.mean(repeat[3:]):.3f})",
+        page="docs/a2c.md#memory-tasks-popgym",
+        order=9,
+    )
+    runs = [
+        dict(task=task, learner=learner, seed=seed, final=r["final"], sps=r["sps"])
+        for (task, learner, seed), r in results.items()
+    ]
     if recorded:
-        runs += [dict(task=task, learner=f"sb3-contrib (recorded, {SB3_CONTRIB_RECORDED_DATE})", seed=seed,
-                      steps=steps, final=final, first_at_0_95=first, sps=sps)
-                 for task, (seed, steps, final, first, sps, _) in SB3_CONTRIB_RECORDED.items()]  # fmt: skip
+        runs += [
+            dict(
+                task=task,
+                learner=f"sb3-contrib (recorded, {SB3_CONTRIB_RECORDED_DATE})",
+                seed=seed,
+                steps=steps,
+                final=final,
+                first_at_0_95=first,
+                sps=sps,
+            )
+            for task, (seed, steps, final, first, sps, _) in SB3_CONTRIB_RECORDED.items()
+        ]
     minutes = sum(r["wall"] for r in results.values()) / 60 / len(opts.cores)
-    results_module.save("popgym", minutes, table=dict(columns=columns, rows=rows, notes=notes), runs=runs,
-                        readme=readme)  # fmt: skip
+    results_module.save(
+        "popgym", minutes, table=dict(columns=columns, rows=rows, notes=notes), runs=runs, readme=readme
+    )
 
 
 if __name__ == "__main__":

@@ -134,8 +134,18 @@ def speed_pair(seed: int, steps: int, cores) -> dict:
 
     def one(learner, core, folder):
         out = Path(folder) / f"{learner}.json"
-        command = ["taskset", "-c", str(core), sys.executable, os.path.abspath(__file__), "--speed-worker", learner,
-                   str(seed), str(steps), str(out)]  # fmt: skip
+        command = [
+            "taskset",
+            "-c",
+            str(core),
+            sys.executable,
+            os.path.abspath(__file__),
+            "--speed-worker",
+            learner,
+            str(seed),
+            str(steps),
+            str(out),
+        ]
         done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=folder)
         if done.returncode != 0:
             raise SystemExit(f"{learner} seed {seed} (SPS pair) failed:\n{done.stderr[-2000:]}")
@@ -162,8 +172,15 @@ def learning_row(name, settings, rows, sps):
     median = np.median([s if s is not None else np.inf for s in stables])
     first = np.median([r[1] if r[1] is not None else np.inf for r in rows])
     shares = [r[3] for r in rows]
-    return [name, settings, " / ".join(k(s) for s in stables) + f" ({len(solved)} of {len(rows)})",
-            k(median), k(first), f"{min(shares):.0%}-{max(shares):.0%}", sps]  # fmt: skip
+    return [
+        name,
+        settings,
+        " / ".join(k(s) for s in stables) + f" ({len(solved)} of {len(rows)})",
+        k(median),
+        k(first),
+        f"{min(shares):.0%}-{max(shares):.0%}",
+        sps,
+    ]
 
 
 def main():
@@ -230,8 +247,15 @@ def main():
     if opts.sps_only:
         return
     seeds = " / ".join(map(str, opts.seeds))
-    columns = ["learner", "settings", f"stable solve (every later eval >= 475), seeds {seeds}", "median stable solve",
-               "median first eval >= 475", "evals >= 475 after the first hit", "training SPS"]  # fmt: skip
+    columns = [
+        "learner",
+        "settings",
+        f"stable solve (every later eval >= 475), seeds {seeds}",
+        "median stable solve",
+        "median first eval >= 475",
+        "evals >= 475 after the first hit",
+        "training SPS",
+    ]
     sb3_name = [
         name for name in dict.fromkeys(r[0] for r in rows) if name.startswith("SB3 A2C") and "beside" not in name
     ]
@@ -242,37 +266,72 @@ def main():
     pair_ours = np.median([pair["ours"] for pair in pairs.values()])
     pair_sb3 = np.median([pair["sb3"] for pair in pairs.values()])
     table = [
-        learning_row("`a2c_cartpole.py`", "its defaults: 16 envs x 5 steps, 100k steps", ours_rows,
-                     f"{np.median([r[4] for r in ours_rows]):,.0f}"),
-        learning_row(sb3_label, f"RL Zoo's: 8 envs x 5 steps, RMSprop 7e-4, {opts.sb3_timesteps // 1000}k steps",
-                     sb3_rows, "-" if recorded else f"{np.median([r[4] for r in sb3_rows]):,.0f}"),
-        ["`a2c_cartpole.py`, speed only", f"SB3's: 8 envs x 5 steps, RMSprop 7e-4 constant, no observation "
-         f"normalization; {opts.sps_timesteps // 1000}k steps beside SB3", "-", "-", "-", "-",
-         f"{pair_ours:,.0f} (**{ratio:.2f}x** SB3's)"],
-        [f"SB3 {version} A2C, speed only", f"RL Zoo's; {opts.sps_timesteps // 1000}k steps beside ours", "-", "-", "-",
-         "-", f"{pair_sb3:,.0f}"],
-    ]  # fmt: skip
+        learning_row(
+            "`a2c_cartpole.py`",
+            "its defaults: 16 envs x 5 steps, 100k steps",
+            ours_rows,
+            f"{np.median([r[4] for r in ours_rows]):,.0f}",
+        ),
+        learning_row(
+            sb3_label,
+            f"RL Zoo's: 8 envs x 5 steps, RMSprop 7e-4, {opts.sb3_timesteps // 1000}k steps",
+            sb3_rows,
+            "-" if recorded else f"{np.median([r[4] for r in sb3_rows]):,.0f}",
+        ),
+        [
+            "`a2c_cartpole.py`, speed only",
+            f"SB3's: 8 envs x 5 steps, RMSprop 7e-4 constant, no observation "
+            f"normalization; {opts.sps_timesteps // 1000}k steps beside SB3",
+            "-",
+            "-",
+            "-",
+            "-",
+            f"{pair_ours:,.0f} (**{ratio:.2f}x** SB3's)",
+        ],
+        [
+            f"SB3 {version} A2C, speed only",
+            f"RL Zoo's; {opts.sps_timesteps // 1000}k steps beside ours",
+            "-",
+            "-",
+            "-",
+            "-",
+            f"{pair_sb3:,.0f}",
+        ],
+    ]
     print(results_module.markdown(columns, table))
     default = opts.seeds == SEEDS and (opts.sb3_timesteps, opts.sps_timesteps) == (500_000, 100_000)
     if default and not opts.skip_sb3:
         notes = [
             "Deterministic evaluation of 10 episodes every 10k steps; stable solve: the step after which every later "
             "evaluation stays >= 475; training SPS with evaluation time excluded. Ours: its runs here, one at a time"
-            + (f". SB3's learning row: our recorded runs of SB3 2.9.2's A2C ({SB3_RECORDED_DATE}), which do not "
-               "depend on our code (`python benchmarks/bench_a2c_vs_sb3.py --rerun-sb3` re-runs them)." if recorded
-               else "; SB3's, its runs here."),
+            + (
+                f". SB3's learning row: our recorded runs of SB3 2.9.2's A2C ({SB3_RECORDED_DATE}), which do not "
+                "depend on our code (`python benchmarks/bench_a2c_vs_sb3.py --rerun-sb3` re-runs them)."
+                if recorded
+                else "; SB3's, its runs here."
+            ),
             f"Speed rows: per seed, ours at SB3's settings and SB3 trained side by side in this run, "
             f"{opts.sps_timesteps:,} steps each, one core and one torch thread each; medians over seeds "
             f"{seeds.replace(' / ', ', ')}, and the median of the per-seed ratios.",
-        ]  # fmt: skip
+        ]
         sb3_median = np.median([r[2] if r[2] is not None else np.inf for r in sb3_rows])
-        readme = dict(task="CartPole-v1, `a2c_cartpole.py` against SB3's A2C (RL Zoo's settings)", order=8,
-                      result=f"median stable solve at {table[0][3]} steps (SB3: {k(sb3_median)})",
-                      page="docs/a2c.md#against-stable-baselines3-on-cartpole-v1")  # fmt: skip
-        runs = [dict(learner=name, seed=seed, first=first, stable=stable, share=share, sps=sps)
-                for name, seed, first, stable, share, sps in rows]  # fmt: skip
-        results_module.save("a2c-cartpole-sb3", (time.time() - start) / 60,
-                            table=dict(columns=columns, rows=table, notes=notes), runs=runs, readme=readme)  # fmt: skip
+        readme = dict(
+            task="CartPole-v1, `a2c_cartpole.py` against SB3's A2C (RL Zoo's settings)",
+            order=8,
+            result=f"median stable solve at {table[0][3]} steps (SB3: {k(sb3_median)})",
+            page="docs/a2c.md#against-stable-baselines3-on-cartpole-v1",
+        )
+        runs = [
+            dict(learner=name, seed=seed, first=first, stable=stable, share=share, sps=sps)
+            for name, seed, first, stable, share, sps in rows
+        ]
+        results_module.save(
+            "a2c-cartpole-sb3",
+            (time.time() - start) / 60,
+            table=dict(columns=columns, rows=table, notes=notes),
+            runs=runs,
+            readme=readme,
+        )
 
 
 if __name__ == "__main__":

@@ -173,8 +173,15 @@ def main():
         f"(seeds {' '.join(map(str, opts.seeds))}); {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores"
     )
     seeds = " / ".join(map(str, opts.seeds))
-    columns = ["env", "script", f"seeds {seeds}", "mean +/- std", "training SPS (mean)", "CleanRL's ppo.py (published)",
-               "RL Zoo, the same algorithm (published)"]  # fmt: skip
+    columns = [
+        "env",
+        "script",
+        f"seeds {seeds}",
+        "mean +/- std",
+        "training SPS (mean)",
+        "CleanRL's ppo.py (published)",
+        "RL Zoo, the same algorithm (published)",
+    ]
     rows = []
     for env_id in opts.envs:
         for script in opts.scripts:
@@ -182,19 +189,34 @@ def main():
             finals = [run["final"] for run in runs]
             ppo = script == "ppo_puffer_async"
             zoo = (RL_ZOO_PPO if ppo else RL_ZOO_A2C).get(env_id)
-            rows.append([env_id, f"`{script}.py`", " / ".join(f"{f:.1f}" for f in finals),
-                         fmt(np.mean(finals), np.std(finals)), f"{np.mean([r['sps'] for r in runs]):,.0f}",
-                         fmt(*CLEANRL_PPO[env_id]) if ppo and env_id in CLEANRL_PPO else "-",
-                         f"{'PPO' if ppo else 'A2C'} {fmt(*zoo[:2])} ({zoo[2]})" if zoo else "-"])  # fmt: skip
+            rows.append(
+                [
+                    env_id,
+                    f"`{script}.py`",
+                    " / ".join(f"{f:.1f}" for f in finals),
+                    fmt(np.mean(finals), np.std(finals)),
+                    f"{np.mean([r['sps'] for r in runs]):,.0f}",
+                    fmt(*CLEANRL_PPO[env_id]) if ppo and env_id in CLEANRL_PPO else "-",
+                    f"{'PPO' if ppo else 'A2C'} {fmt(*zoo[:2])} ({zoo[2]})" if zoo else "-",
+                ]
+            )
         recorded = [SB3_A2C_LUNARLANDER_RECORDED.get(seed) for seed in opts.seeds]
         if (
             (env_id, opts.total_timesteps) == ("LunarLander-v3", 500_000)
             and "a2c_cartpole" in opts.scripts
             and all(recorded)
         ):
-            rows.append([env_id, "SB3 2.9.2 A2C, RL Zoo's settings (recorded run, 2026-11-25)",
-                         " / ".join(f"{f:.1f}" for f in recorded), fmt(np.mean(recorded), np.std(recorded)), "-", "-",
-                         f"A2C {fmt(*RL_ZOO_A2C[env_id][:2])} ({RL_ZOO_A2C[env_id][2]})"])  # fmt: skip
+            rows.append(
+                [
+                    env_id,
+                    "SB3 2.9.2 A2C, RL Zoo's settings (recorded run, 2026-11-25)",
+                    " / ".join(f"{f:.1f}" for f in recorded),
+                    fmt(np.mean(recorded), np.std(recorded)),
+                    "-",
+                    "-",
+                    f"A2C {fmt(*RL_ZOO_A2C[env_id][:2])} ({RL_ZOO_A2C[env_id][2]})",
+                ]
+            )
     print(results_module.markdown(columns, rows))
     default = (opts.envs, opts.scripts, opts.seeds) == (ENVS, ["ppo_puffer_async", "a2c_cartpole"], [1, 2, 3])
     if default and opts.total_timesteps == 500_000 and opts.tag == "defaults" and not settings:
@@ -208,18 +230,32 @@ def main():
             "training, 3 seeds); RL Zoo's tuned agent of the same algorithm (its benchmark.md: one agent, "
             "deterministic evaluation, at the steps shown; LunarLander there is v2). Other measurements than ours: "
             "reference levels, not a race.",
-        ]  # fmt: skip
+        ]
         mountain = np.mean([results[("ppo_puffer_async", "MountainCar-v0", seed)]["final"] for seed in opts.seeds])
-        readme = dict(task="Classic control (CartPole, Acrobot, MountainCar, LunarLander), both scripts, 500k steps",
-                      result=f"MountainCar-v0, `ppo_puffer_async.py`: {mountain:.1f} (CleanRL's `ppo.py`: "
-                      f"{CLEANRL_PPO['MountainCar-v0'][0]:.1f})", page="docs/classic_control.md", order=5)  # fmt: skip
+        readme = dict(
+            task="Classic control (CartPole, Acrobot, MountainCar, LunarLander), both scripts, 500k steps",
+            result=f"MountainCar-v0, `ppo_puffer_async.py`: {mountain:.1f} (CleanRL's `ppo.py`: "
+            f"{CLEANRL_PPO['MountainCar-v0'][0]:.1f})",
+            page="docs/classic_control.md",
+            order=5,
+        )
         minutes = sum(result["wall"] for result in results.values()) / 60 / len(opts.cores)
-        runs = [dict(script=script, env_id=env_id, seed=seed, final=r["final"], sps=r["sps"])
-                for (script, env_id, seed), r in results.items()]  # fmt: skip
-        runs += [dict(script="SB3 A2C, RL Zoo's settings (recorded run, 2026-11-25)", env_id="LunarLander-v3",
-                      seed=seed, final=final) for seed, final in SB3_A2C_LUNARLANDER_RECORDED.items()]  # fmt: skip
-        results_module.save("classic-control", minutes, table=dict(columns=columns, rows=rows, notes=notes),
-                            runs=runs, readme=readme)  # fmt: skip
+        runs = [
+            dict(script=script, env_id=env_id, seed=seed, final=r["final"], sps=r["sps"])
+            for (script, env_id, seed), r in results.items()
+        ]
+        runs += [
+            dict(
+                script="SB3 A2C, RL Zoo's settings (recorded run, 2026-11-25)",
+                env_id="LunarLander-v3",
+                seed=seed,
+                final=final,
+            )
+            for seed, final in SB3_A2C_LUNARLANDER_RECORDED.items()
+        ]
+        results_module.save(
+            "classic-control", minutes, table=dict(columns=columns, rows=rows, notes=notes), runs=runs, readme=readme
+        )
     if opts.plot:
         plot(results, opts, opts.plot)
 

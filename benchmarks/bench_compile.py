@@ -44,16 +44,29 @@ def ppo_case(rows: int = 64):
     policy = ppo_puffer_async.Policy((17,), action_space, args)
     optimizer = torch.optim.Adam(policy.parameters(), lr=3e-4, eps=1e-5, foreach=True)  # ppo_puffer_async.py's
     g = torch.Generator().manual_seed(0)
-    mb = dict(logprobs=torch.randn(rows, 1, generator=g) - 6, values=torch.randn(rows, 1, generator=g),
-              returns=torch.randn(rows, 1, generator=g), advantages=torch.randn(rows, 1, generator=g),
-              masks=torch.ones(rows, 1))  # fmt: skip
+    mb = dict(
+        logprobs=torch.randn(rows, 1, generator=g) - 6,
+        values=torch.randn(rows, 1, generator=g),
+        returns=torch.randn(rows, 1, generator=g),
+        advantages=torch.randn(rows, 1, generator=g),
+        masks=torch.ones(rows, 1),
+    )
     obs, actions = torch.randn(rows, 1, 17, generator=g), torch.randn(rows, 1, 6, generator=g)
 
     def loss_fn(obs, actions, mb):
         out, new_values = policy.unroll(obs)
         new_logprobs, entropy = policy.logprob_and_entropy(out, actions)  # a Box: no action mask
-        return ppo_puffer_async.ppo_loss(new_logprobs, new_values, entropy, mb, weights=None, clip_coef=0.2,
-                                         vf_clip_coef=0.2, vf_coef=0.5, ent_coef=0.0)[0]  # fmt: skip
+        return ppo_puffer_async.ppo_loss(
+            new_logprobs,
+            new_values,
+            entropy,
+            mb,
+            weights=None,
+            clip_coef=0.2,
+            vf_clip_coef=0.2,
+            vf_coef=0.5,
+            ent_coef=0.0,
+        )[0]
 
     return "PPO minibatch step (64 rows, Adam)", policy, optimizer, loss_fn, (obs, actions, mb)
 
@@ -144,8 +157,15 @@ def main():
         rows.append(compare(name, eager, compiled, inputs, opts.calls))
         if case is ppo_case:
             obs = inputs[0][:1, 0]
-            rows.append(compare("PPO acting step (1 observation)", acting_step(model),
-                                torch.compile(acting_step(model)), (obs,), opts.calls))  # fmt: skip
+            rows.append(
+                compare(
+                    "PPO acting step (1 observation)",
+                    acting_step(model),
+                    torch.compile(acting_step(model)),
+                    (obs,),
+                    opts.calls,
+                )
+            )
     columns = ["step", "eager, us", "torch.compile, us", "eager / compiled", "compile warm-up, s"]
     print(f"\n{results.markdown(columns, rows)}")
     if not opts.compile_optimizer and opts.calls == 1000:  # the docs' configuration

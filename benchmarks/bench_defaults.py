@@ -32,7 +32,7 @@ CASES = {
     "mpe-spread": ("ppo_puffer_async.py", ["--env-id", "mpe-spread", "--total-timesteps", "196608"]),
     "cartpole-a2c": ("a2c_cartpole.py", ["--total-timesteps", "100000"]),
     "halfcheetah-ppo_puffer": ("ppo_puffer_async.py", ["--env-id", "HalfCheetah-v5", "--total-timesteps", "49152"]),
-}  # fmt: skip
+}
 
 
 def sps(checkout: Path, script: str, flags: list, out: Path) -> float:
@@ -67,8 +67,9 @@ def main():
     parser.add_argument("--out", default="bench_results/defaults")
     opts = parser.parse_args()
     baseline = Path(opts.baseline).resolve()
-    base_commit = subprocess.run(["git", "-C", str(baseline), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                 text=True).stdout.strip()  # fmt: skip
+    base_commit = subprocess.run(
+        ["git", "-C", str(baseline), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     start, rows, runs = time.time(), [], []
     for case in opts.cases:
         script, flags = CASES[case]
@@ -80,15 +81,24 @@ def main():
             theirs.append(sps(baseline, script, flags, out))
         ratio = statistics.median(mine / base for mine, base in zip(ours, theirs))  # paired: drift mostly cancels
         runs.append(dict(case=case, ours=ours, baseline=theirs))
-        rows.append([case, f"`{script} {' '.join(flags)}`", f"{statistics.median(ours):,.0f}",
-                     f"{statistics.median(theirs):,.0f}", f"{ratio:.3f}x"])  # fmt: skip
+        rows.append(
+            [
+                case,
+                f"`{script} {' '.join(flags)}`",
+                f"{statistics.median(ours):,.0f}",
+                f"{statistics.median(theirs):,.0f}",
+                f"{ratio:.3f}x",
+            ]
+        )
         print(f"| {' | '.join(rows[-1])} |", flush=True)
     columns = ["case", "run", "training SPS (median)", f"at {base_commit} (median)", "ratio (median of pairs)"]
     print(results_module.markdown(columns, rows))
     if opts.cases == list(CASES) and opts.runs == 5:
-        notes = [f"{opts.runs} runs of each checkout, alternating; each SPS the median of the training SPS the "
-                 f"script prints; the ratio the median of the {opts.runs} pairs' ratios; the baseline is commit "
-                 f"{base_commit}."]  # fmt: skip
+        notes = [
+            f"{opts.runs} runs of each checkout, alternating; each SPS the median of the training SPS the "
+            f"script prints; the ratio the median of the {opts.runs} pairs' ratios; the baseline is commit "
+            f"{base_commit}."
+        ]
         table = dict(columns=columns, rows=rows, notes=notes)
         results_module.save("defaults-speed", (time.time() - start) / 60, table=table, runs=runs)
 

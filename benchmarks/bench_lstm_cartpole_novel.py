@@ -55,11 +55,20 @@ SPS_STEPS = 50_000  # each side of the SPS pair
 # async.md at git HEAD 46636a5, "cartpole-novel vs sb3-contrib" and the seeds 11-18 table).
 SB3_CONTRIB_RECORDED_DATE = "2026-11-23"
 SB3_CONTRIB_RECORDED = {
-    1: (20_000, None, 384), 2: (20_000, 20_000, 500), 3: (40_000, None, 192), 4: (30_000, None, 339),
-    5: (50_000, 50_000, 500), 11: (30_000, None, 410), 12: (10_000, None, 273), 13: (50_000, 50_000, 500),
-    14: (40_000, 40_000, 500), 15: (20_000, None, 282), 16: (20_000, None, 473), 17: (20_000, 20_000, 500),
+    1: (20_000, None, 384),
+    2: (20_000, 20_000, 500),
+    3: (40_000, None, 192),
+    4: (30_000, None, 339),
+    5: (50_000, 50_000, 500),
+    11: (30_000, None, 410),
+    12: (10_000, None, 273),
+    13: (50_000, 50_000, 500),
+    14: (40_000, 40_000, 500),
+    15: (20_000, None, 282),
+    16: (20_000, None, 473),
+    17: (20_000, 20_000, 500),
     18: (20_000, 70_000, 500),
-}  # fmt: skip
+}
 
 
 def ours(seed, lstm, changes=None, total=TOTAL):
@@ -186,8 +195,17 @@ def speed_pair(steps: int, cores) -> dict:
 
     def one(learner, core, folder):
         out = Path(folder) / f"{learner}.json"
-        command = ["taskset", "-c", str(core), sys.executable, os.path.abspath(__file__), "--speed-worker", learner,
-                   str(steps), str(out)]  # fmt: skip
+        command = [
+            "taskset",
+            "-c",
+            str(core),
+            sys.executable,
+            os.path.abspath(__file__),
+            "--speed-worker",
+            learner,
+            str(steps),
+            str(out),
+        ]
         done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=folder)
         if done.returncode != 0:
             raise SystemExit(f"{learner} (SPS pair) failed:\n{done.stderr[-2000:]}")
@@ -229,8 +247,13 @@ def learner_row(name, outcomes, sps) -> list:
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=SEEDS)
-    parser.add_argument("--learners", nargs="+", default=["lstm", "mlp"], choices=["lstm", "sb3-contrib", "mlp"],
-                        help="sb3-contrib: run its learning runs instead of showing SB3_CONTRIB_RECORDED")  # fmt: skip
+    parser.add_argument(
+        "--learners",
+        nargs="+",
+        default=["lstm", "mlp"],
+        choices=["lstm", "sb3-contrib", "mlp"],
+        help="sb3-contrib: run its learning runs instead of showing SB3_CONTRIB_RECORDED",
+    )
     parser.add_argument(
         "--set",
         nargs="+",
@@ -248,8 +271,10 @@ def main():
         return speed_worker(learner, int(steps), out)
     if opts.sps_only:
         pair = speed_pair(opts.sps_timesteps, opts.cores)
-        print(f"seed 1, {opts.sps_timesteps:,} steps each, side by side: ours --lstm {pair['lstm']:,.0f} SPS, "
-              f"sb3-contrib {pair['sb3-contrib']:,.0f} SPS: {pair['lstm'] / pair['sb3-contrib']:.2f}x")  # fmt: skip
+        print(
+            f"seed 1, {opts.sps_timesteps:,} steps each, side by side: ours --lstm {pair['lstm']:,.0f} SPS, "
+            f"sb3-contrib {pair['sb3-contrib']:,.0f} SPS: {pair['lstm'] / pair['sb3-contrib']:.2f}x"
+        )
         return
     changes = {}
     for item in opts.set:
@@ -286,18 +311,27 @@ def main():
     if pair:
         sps["lstm"] = f"{pair['lstm']:,.0f} (**{pair['lstm'] / pair['sb3-contrib']:.2f}x** sb3-contrib's)"
         sps["sb3-contrib"] = f"{pair['sb3-contrib']:,.0f}"
-    names = {"lstm": "`ppo_puffer_async.py --lstm`" + (f" with {changes}" if changes else ""),
-             "sb3-contrib": f"sb3-contrib {__import__('sb3_contrib').__version__} RecurrentPPO, RL Zoo's settings",
-             "mlp": "`ppo_puffer_async.py`, MLP (no memory)" + (f" with {changes}" if changes else "")}  # fmt: skip
+    names = {
+        "lstm": "`ppo_puffer_async.py --lstm`" + (f" with {changes}" if changes else ""),
+        "sb3-contrib": f"sb3-contrib {__import__('sb3_contrib').__version__} RecurrentPPO, RL Zoo's settings",
+        "mlp": "`ppo_puffer_async.py`, MLP (no memory)" + (f" with {changes}" if changes else ""),
+    }
     if recorded:
         names["sb3-contrib"] = (
             f"sb3-contrib 2.9.2 RecurrentPPO, RL Zoo's settings (recorded runs, {SB3_CONTRIB_RECORDED_DATE})"
         )
-    columns = ["learner", f"first eval >= 475, seeds {seeds_text(opts.seeds)}",
-               "stable solve (every later eval >= 475)", "final eval",
-               f"training SPS, side by side (seed 1, {opts.sps_timesteps // 1000}k steps, one core each)"]  # fmt: skip
-    rows = [learner_row(names[learner], outcomes[learner], sps[learner])
-            for learner in ("lstm", "sb3-contrib", "mlp") if outcomes.get(learner)]  # fmt: skip
+    columns = [
+        "learner",
+        f"first eval >= 475, seeds {seeds_text(opts.seeds)}",
+        "stable solve (every later eval >= 475)",
+        "final eval",
+        f"training SPS, side by side (seed 1, {opts.sps_timesteps // 1000}k steps, one core each)",
+    ]
+    rows = [
+        learner_row(names[learner], outcomes[learner], sps[learner])
+        for learner in ("lstm", "sb3-contrib", "mlp")
+        if outcomes.get(learner)
+    ]
     print(results_module.markdown(columns, rows))
     default = opts.seeds == SEEDS and not changes and opts.sps_timesteps == SPS_STEPS
     if default and set(opts.learners) in ({"lstm", "mlp"}, {"lstm", "mlp", "sb3-contrib"}):
@@ -306,27 +340,54 @@ def main():
             "steps on a separate env, the LSTM state carried through each episode; runs one at a time. sb3-contrib's "
             "RecurrentPPO runs RL Zoo's CartPoleNoVel-v1 settings (8 envs x 32 steps, 20 epochs, 64-wide LSTMs, "
             "gamma 0.98, lambda 0.8, `VecNormalize`)"
-            + (f"; its row: our recorded runs of it (sb3-contrib 2.9.2, {SB3_CONTRIB_RECORDED_DATE}), which do not "
-               "depend on our code (`python benchmarks/bench_lstm_cartpole_novel.py --learners sb3-contrib` re-runs "
-               "them)." if recorded else "; its runs here, the same seeds."),
+            + (
+                f"; its row: our recorded runs of it (sb3-contrib 2.9.2, {SB3_CONTRIB_RECORDED_DATE}), which do not "
+                "depend on our code (`python benchmarks/bench_lstm_cartpole_novel.py --learners sb3-contrib` re-runs "
+                "them)."
+                if recorded
+                else "; its runs here, the same seeds."
+            ),
             f"Training SPS: ours `--lstm` and sb3-contrib's RecurrentPPO trained side by side in this run, seed 1, "
             f"{opts.sps_timesteps:,} steps each, one core and one torch thread each, evaluation excluded; the ratio "
             "is ours over sb3-contrib's.",
-        ]  # fmt: skip
+        ]
         if recorded:
-            runs += [dict(learner=f"sb3-contrib (recorded, {SB3_CONTRIB_RECORDED_DATE})", seed=seed, first=first,
-                          stable=stable, final=final) for seed, (first, stable, final) in zip(opts.seeds,
-                          outcomes["sb3-contrib"])]  # fmt: skip
-        runs.append(dict(learner="lstm beside sb3-contrib", seed=1, steps=opts.sps_timesteps, sps=pair["lstm"],
-                         sb3_contrib_sps=pair["sb3-contrib"]))  # fmt: skip
+            runs += [
+                dict(
+                    learner=f"sb3-contrib (recorded, {SB3_CONTRIB_RECORDED_DATE})",
+                    seed=seed,
+                    first=first,
+                    stable=stable,
+                    final=final,
+                )
+                for seed, (first, stable, final) in zip(opts.seeds, outcomes["sb3-contrib"])
+            ]
+        runs.append(
+            dict(
+                learner="lstm beside sb3-contrib",
+                seed=1,
+                steps=opts.sps_timesteps,
+                sps=pair["lstm"],
+                sb3_contrib_sps=pair["sb3-contrib"],
+            )
+        )
         ours_solved = sum(stable is not None for _, stable, _ in outcomes["lstm"])
         theirs_solved = sum(stable is not None for _, stable, _ in outcomes["sb3-contrib"])
-        readme = dict(task="CartPole without velocities (cartpole-novel), `ppo_puffer_async.py --lstm` against "
-                      "sb3-contrib's RecurrentPPO", result=f"stably solved on {ours_solved} of {len(opts.seeds)} "
-                      f"seeds in 100k steps (sb3-contrib: {theirs_solved} of {len(opts.seeds)})",
-                      page="docs/ppo_puffer_async.md#recurrent-policies---lstm", order=10)  # fmt: skip
-        results_module.save("cartpole-novel", (time.time() - start) / 60,
-                            table=dict(columns=columns, rows=rows, notes=notes), runs=runs, readme=readme)  # fmt: skip
+        readme = dict(
+            task="CartPole without velocities (cartpole-novel), `ppo_puffer_async.py --lstm` against "
+            "sb3-contrib's RecurrentPPO",
+            result=f"stably solved on {ours_solved} of {len(opts.seeds)} "
+            f"seeds in 100k steps (sb3-contrib: {theirs_solved} of {len(opts.seeds)})",
+            page="docs/ppo_puffer_async.md#recurrent-policies---lstm",
+            order=10,
+        )
+        results_module.save(
+            "cartpole-novel",
+            (time.time() - start) / 60,
+            table=dict(columns=columns, rows=rows, notes=notes),
+            runs=runs,
+            readme=readme,
+        )
 
 
 if __name__ == "__main__":

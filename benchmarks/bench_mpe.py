@@ -94,8 +94,16 @@ def train(env_id, seed, total, folder):
     result = json.loads(result_file.read_text()) if result_file.exists() else None
     if result is None:
         folder.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, str(ROOT / "ppo_puffer_async.py"), "--env-id", env_id, "--seed", str(seed),
-                   "--checkpoint-freq", "0"] + (["--total-timesteps", str(total)] if total else [])  # fmt: skip
+        command = [
+            sys.executable,
+            str(ROOT / "ppo_puffer_async.py"),
+            "--env-id",
+            env_id,
+            "--seed",
+            str(seed),
+            "--checkpoint-freq",
+            "0",
+        ] + (["--total-timesteps", str(total)] if total else [])
         start = time.time()
         out = subprocess.run(command, cwd=folder, capture_output=True, text=True, env=env)
         if out.returncode != 0:
@@ -106,8 +114,16 @@ def train(env_id, seed, total, folder):
     checkpoints = glob.glob(str(folder / "runs" / "*" / "ppo_puffer_async.pt"))
     if result.get("eval_episodes", 100) == EVAL_EPISODES and "eval" in result or not checkpoints:
         return result
-    command = [sys.executable, str(ROOT / "ppo_puffer_async.py"), "--eval-checkpoint", checkpoints[0],
-               "--eval-episodes", str(EVAL_EPISODES), "--seed", str(seed)]  # fmt: skip
+    command = [
+        sys.executable,
+        str(ROOT / "ppo_puffer_async.py"),
+        "--eval-checkpoint",
+        checkpoints[0],
+        "--eval-episodes",
+        str(EVAL_EPISODES),
+        "--seed",
+        str(seed),
+    ]
     if env_id in TEAMS_OF_TWO_OR_MORE:
         command += ["--eval-opponents", "random"]
     evaluation = subprocess.run(command, capture_output=True, text=True, env=env)
@@ -123,8 +139,13 @@ def train(env_id, seed, total, folder):
     return result
 
 
-TEAMS_OF_TWO_OR_MORE = ["mpe2.simple_crypto_v3", "mpe2.simple_adversary_v3", "mpe2.simple_push_v3",
-                        "mpe2.simple_tag_v3", "mpe2.simple_world_comm_v3"]  # fmt: skip
+TEAMS_OF_TWO_OR_MORE = [
+    "mpe2.simple_crypto_v3",
+    "mpe2.simple_adversary_v3",
+    "mpe2.simple_push_v3",
+    "mpe2.simple_tag_v3",
+    "mpe2.simple_world_comm_v3",
+]
 ALL = [f"mpe2.{name.split('/')[1]}" for name in sorted(importlib.import_module("mpe2.all_modules").mpe_environments)]
 # The tasks judged on three seeds (every team against random play, and speaker_listener); the others on one
 THREE_SEEDS = [*TEAMS_OF_TWO_OR_MORE, "mpe2.simple_speaker_listener_v4"]
@@ -172,9 +193,18 @@ def task_row(env_id: str, seeds: list, results: dict, random: dict) -> list:
     minutes = f"{np.mean(minutes):.1f}" + (f" ({max(minutes):.1f})" if len(minutes) > 1 else "")
     agents = ", ".join(f"{kind} x{r.shape[1]}" for kind, r in random.items())
     steps = f"{TOTALS.get(env_id, DEFAULT_TOTAL) / 1e6:g}M"
-    return [env_id.split(".")[1], agents, TEAMS.get(env_id, "one team").replace(",", " vs ").replace("+", " + "),
-            "; ".join(trained), "; ".join(f"{k} {mean_se(v)}" for k, v in random.items()), "; ".join(above),
-            " ".join(map(str, seeds)), f"{n * teams:,}", steps, minutes]  # fmt: skip
+    return [
+        env_id.split(".")[1],
+        agents,
+        TEAMS.get(env_id, "one team").replace(",", " vs ").replace("+", " + "),
+        "; ".join(trained),
+        "; ".join(f"{k} {mean_se(v)}" for k, v in random.items()),
+        "; ".join(above),
+        " ".join(map(str, seeds)),
+        f"{n * teams:,}",
+        steps,
+        minutes,
+    ]
 
 
 def main():
@@ -200,9 +230,18 @@ def main():
             total = opts.total_timesteps or TOTALS.get(env_id)
             results[(env_id, seed)] = train(env_id, seed, total, Path(opts.out) / env_id / str(seed))
             print(f"  {env_id} seed {seed}: {results[(env_id, seed)]}", flush=True)
-    columns = ["task", "agents", "teams", "trained: per-agent return (per seed)",
-               f"uniform-random play ({RANDOM_EPISODES:,} episodes)", "above random by (s.e.)", "seeds",
-               "evaluation episodes", "agent steps", "minutes a run (longest)"]  # fmt: skip
+    columns = [
+        "task",
+        "agents",
+        "teams",
+        "trained: per-agent return (per seed)",
+        f"uniform-random play ({RANDOM_EPISODES:,} episodes)",
+        "above random by (s.e.)",
+        "seeds",
+        "evaluation episodes",
+        "agent steps",
+        "minutes a run (longest)",
+    ]
     random = {env_id: random_play(env_id, RANDOM_EPISODES, keep=Path(opts.out) / env_id) for env_id in opts.envs}
     rows = [task_row(env_id, seeds[env_id], results, random[env_id]) for env_id in opts.envs]
     print(results_module.markdown(columns, rows))
@@ -212,10 +251,13 @@ def main():
         random_listener = np.mean(random[task]["listener"])
         minutes = sum(result["wall"] for result in results.values()) / 60
         runs = [dict(env_id=env_id, seed=seed, **result) for (env_id, seed), result in results.items()]
-        readme = dict(task="MPE, all 12 `mpe2` tasks (`ppo_puffer_async.py`)", order=4,
-                      result=f"speaker_listener per-agent return {np.mean(listener):.1f} (random play "
-                      f"{random_listener:.1f}); each team against random teams: the page",
-                      page="docs/ppo_puffer_async.md#agents-that-differ-pettingzoo")  # fmt: skip
+        readme = dict(
+            task="MPE, all 12 `mpe2` tasks (`ppo_puffer_async.py`)",
+            order=4,
+            result=f"speaker_listener per-agent return {np.mean(listener):.1f} (random play "
+            f"{random_listener:.1f}); each team against random teams: the page",
+            page="docs/ppo_puffer_async.md#agents-that-differ-pettingzoo",
+        )
         results_module.save(
             "mpe", minutes, table=dict(columns=columns, rows=rows, notes=NOTES), runs=runs, readme=readme
         )

@@ -32,8 +32,12 @@ import results as results_module  # noqa: E402
 
 ENVS = ["HalfCheetah", "Hopper", "Walker2d", "InvertedPendulum"]
 # CleanRL's ppo_continuous_action.py at 1M steps on the v4 envs (its docs; mean +/- std over seeds).
-CLEANRL = {"HalfCheetah": (1442.6, 46.0), "Walker2d": (2288.0, 571.8), "Hopper": (2382.9, 271.7),
-           "InvertedPendulum": (963.1, 22.2)}  # fmt: skip
+CLEANRL = {
+    "HalfCheetah": (1442.6, 46.0),
+    "Walker2d": (2288.0, 571.8),
+    "Hopper": (2382.9, 271.7),
+    "InvertedPendulum": (963.1, 22.2),
+}
 EVAL_FREQ = {"ppo_puffer_async": 50, "a2c_cartpole": 1000}  # updates: ~100k steps at either script's defaults
 # CleanRL's ppo_continuous_action.py settings (RL Zoo's for SB3's PPO on MuJoCo too), as this script spells them
 MATCHED = ["--num-envs", "1", "--horizon", "64", "--batch-size", "2048", "--num-minibatches", "32"]
@@ -69,8 +73,10 @@ def cleanrl_script(clone: str, out: Path) -> Path:
     show = ["git", "-C", clone, "show", f"{CLEANRL_COMMIT}:cleanrl/ppo_continuous_action.py"]
     source = subprocess.run(show, capture_output=True, text=True)
     if source.returncode != 0:
-        raise SystemExit(f"--cleanrl {clone}: no commit {CLEANRL_COMMIT[:8]} there (git clone "
-                         "https://github.com/vwxyzjn/cleanrl; it needs the full history)")  # fmt: skip
+        raise SystemExit(
+            f"--cleanrl {clone}: no commit {CLEANRL_COMMIT[:8]} there (git clone "
+            "https://github.com/vwxyzjn/cleanrl; it needs the full history)"
+        )
     text = source.stdout
     for old, new in CLEANRL_EDITS:
         assert old in text, f"CleanRL's script changed: {old!r} not found"
@@ -86,8 +92,22 @@ def speed(env_id: str, steps: int, out: Path, cleanrl=None):
     its defaults. Each ratio is from one pair run at the same time."""
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    ours = [sys.executable, str(ROOT / "ppo_puffer_async.py"), "--env-id", env_id, "--total-timesteps", str(steps),
-            "--checkpoint-freq", "0", "--seed", "1", "--eval-freq", "0", "--eval-episodes", "1"]  # fmt: skip
+    ours = [
+        sys.executable,
+        str(ROOT / "ppo_puffer_async.py"),
+        "--env-id",
+        env_id,
+        "--total-timesteps",
+        str(steps),
+        "--checkpoint-freq",
+        "0",
+        "--seed",
+        "1",
+        "--eval-freq",
+        "0",
+        "--eval-episodes",
+        "1",
+    ]
     learners = [
         ("ppo_puffer_async.py", "CleanRL's: 1 env x 2048 steps, 32 minibatches, 10 epochs, 64 x 64", ours + MATCHED)
     ]
@@ -147,11 +167,17 @@ def main():
         start = time.time()
         columns, rows, runs = speed(f"HalfCheetah-{opts.version}", 200_000, Path(opts.out) / "speed", opts.cleanrl)
         print(results_module.markdown(columns, rows))
-        notes = [f"HalfCheetah-{opts.version}, 200,000 steps per run; each row's learner on one core while SB3's PPO "
-                 "runs on the other, one torch thread each; training SPS as each learner reports it."]  # fmt: skip
+        notes = [
+            f"HalfCheetah-{opts.version}, 200,000 steps per run; each row's learner on one core while SB3's PPO "
+            "runs on the other, one torch thread each; training SPS as each learner reports it."
+        ]
         if opts.version == "v5" and opts.cleanrl:
-            results_module.save("mujoco-speed", (time.time() - start) / 60, table=dict(columns=columns, rows=rows,
-                                notes=notes), runs=runs)  # fmt: skip
+            results_module.save(
+                "mujoco-speed",
+                (time.time() - start) / 60,
+                table=dict(columns=columns, rows=rows, notes=notes),
+                runs=runs,
+            )
         return
     settings = [tuple(item.split("=", 1)) for item in opts.set]
     for script in opts.scripts:
@@ -174,20 +200,32 @@ def main():
     with ThreadPoolExecutor(len(opts.cores)) as pool:
         for job, result in pool.map(work, jobs):
             results[job] = result
-            print(f"  {job[0]:<17} {job[1]:<20} seed {job[2]}: final {result['final']:8.1f}, "
-                  f"SPS {result['sps']:7,.0f}, {result['wall']:5.0f} s", flush=True)  # fmt: skip
+            print(
+                f"  {job[0]:<17} {job[1]:<20} seed {job[2]}: final {result['final']:8.1f}, "
+                f"SPS {result['sps']:7,.0f}, {result['wall']:5.0f} s",
+                flush=True,
+            )
 
-    print(f"\n{opts.tag}: final deterministic evaluation (10 episodes) after {opts.total_timesteps:,} steps, seeds "
-          f"{' '.join(map(str, opts.seeds))}; {time.strftime('%Y-%m-%d')}, one run per core")  # fmt: skip
+    print(
+        f"\n{opts.tag}: final deterministic evaluation (10 episodes) after {opts.total_timesteps:,} steps, seeds "
+        f"{' '.join(map(str, opts.seeds))}; {time.strftime('%Y-%m-%d')}, one run per core"
+    )
     columns = ["env", "script", "per seed", "mean +/- std", "training SPS", "CleanRL's ppo_continuous_action.py (v4)"]
     rows, above = [], []
     for env in opts.envs:
         for script in opts.scripts:
             runs = [results[(script, f"{env}-{opts.version}", seed)] for seed in opts.seeds]
             finals = [run["final"] for run in runs]
-            rows.append([f"{env}-{opts.version}", script, " / ".join(f"{f:.1f}" for f in finals),
-                         fmt(np.mean(finals), np.std(finals)), f"{np.mean([r['sps'] for r in runs]):,.0f}",
-                         fmt(*CLEANRL[env])])  # fmt: skip
+            rows.append(
+                [
+                    f"{env}-{opts.version}",
+                    script,
+                    " / ".join(f"{f:.1f}" for f in finals),
+                    fmt(np.mean(finals), np.std(finals)),
+                    f"{np.mean([r['sps'] for r in runs]):,.0f}",
+                    fmt(*CLEANRL[env]),
+                ]
+            )
             above += [np.mean(finals) > CLEANRL[env][0]] if script == "ppo_puffer_async" else []
     print(results_module.markdown(columns, rows))
     if (
@@ -195,19 +233,25 @@ def main():
         and opts.version == "v5"
         and (opts.envs, opts.seeds, opts.scripts) == (ENVS, [1, 2, 3], ["ppo_puffer_async"])
     ):
-        notes = ["Final deterministic evaluation (10 episodes, the Gaussian's mean) after 1M steps at each script's "
-                 "continuous defaults, one run per core. CleanRL's column: its published figures, v4 envs, the "
-                 "return of training episodes (docs.cleanrl.dev, ppo_continuous_action.py)."]  # fmt: skip
+        notes = [
+            "Final deterministic evaluation (10 episodes, the Gaussian's mean) after 1M steps at each script's "
+            "continuous defaults, one run per core. CleanRL's column: its published figures, v4 envs, the "
+            "return of training episodes (docs.cleanrl.dev, ppo_continuous_action.py)."
+        ]
         cheetah = np.mean([results[("ppo_puffer_async", "HalfCheetah-v5", seed)]["final"] for seed in opts.seeds])
-        readme = dict(task="MuJoCo v5 (HalfCheetah, Hopper, Walker2d, InvertedPendulum), `ppo_puffer_async.py`",
-                      result=f"HalfCheetah {cheetah:,.0f}; above CleanRL's published PPO on {sum(above)} of "
-                      f"{len(above)} tasks", page="docs/ppo_puffer_async.md#mujoco-box-actions", order=6)  # fmt: skip
+        readme = dict(
+            task="MuJoCo v5 (HalfCheetah, Hopper, Walker2d, InvertedPendulum), `ppo_puffer_async.py`",
+            result=f"HalfCheetah {cheetah:,.0f}; above CleanRL's published PPO on {sum(above)} of {len(above)} tasks",
+            page="docs/ppo_puffer_async.md#mujoco-box-actions",
+            order=6,
+        )
         minutes = sum(result["wall"] for result in results.values()) / 60 / len(opts.cores)
         runs = [
             dict(script=s, env_id=e, seed=seed, final=r["final"], sps=r["sps"]) for (s, e, seed), r in results.items()
         ]
-        results_module.save("mujoco", minutes, table=dict(columns=columns, rows=rows, notes=notes), runs=runs,
-                            readme=readme)  # fmt: skip
+        results_module.save(
+            "mujoco", minutes, table=dict(columns=columns, rows=rows, notes=notes), runs=runs, readme=readme
+        )
     if opts.plot:
         plot(results, opts)
 

@@ -78,17 +78,22 @@ def per_call() -> list:
         loss_fn(*inputs).backward()
 
     adams = {}
-    for name, kwargs in (("torch's CPU default (a loop over the tensors)", {}),
-                         ("foreach=True (ppo_puffer_async.py's)", dict(foreach=True)),
-                         ("fused=True", dict(fused=True))):  # fmt: skip
+    for name, kwargs in (
+        ("torch's CPU default (a loop over the tensors)", {}),
+        ("foreach=True (ppo_puffer_async.py's)", dict(foreach=True)),
+        ("fused=True", dict(fused=True)),
+    ):
         model = copy.deepcopy(policy)
         for p in model.parameters():
             p.grad = torch.randn_like(p) * 1e-3
         adams[name] = torch.optim.Adam(model.parameters(), lr=3e-4, eps=1e-5, **kwargs).step
     clip = torch.nn.utils.clip_grad_norm_
-    parts = {"forward pass and loss": lambda: loss_fn(*inputs), "backward pass (with the forward pass)": backward,
-             "gradient clipping, torch's CPU default": lambda: clip(params, 0.5),
-             "gradient clipping, foreach=True": lambda: clip(params, 0.5, foreach=True)}  # fmt: skip
+    parts = {
+        "forward pass and loss": lambda: loss_fn(*inputs),
+        "backward pass (with the forward pass)": backward,
+        "gradient clipping, torch's CPU default": lambda: clip(params, 0.5),
+        "gradient clipping, foreach=True": lambda: clip(params, 0.5, foreach=True),
+    }
     parts.update({f"Adam's step, {name}": step for name, step in adams.items()})
     times = {name: [] for name in parts}
     for fn in parts.values():
@@ -130,19 +135,24 @@ def main():
         command = [sys.executable, str(Path(__file__).resolve()), "--run", case]
         ours, swapped, ratio = paired_sps(command, f"--adam={adam}", opts.runs, Path(opts.out) / f"{case}-{adam}")
         runs.append(dict(case=case, adam=adam, ours=ours, swapped=swapped))
-        whole.append(f"{case} ({script}), {adam}: {statistics.median(swapped):,.0f} against "
-                     f"{statistics.median(ours):,.0f} training SPS, **{ratio:.3f}x**")  # fmt: skip
+        whole.append(
+            f"{case} ({script}), {adam}: {statistics.median(swapped):,.0f} against "
+            f"{statistics.median(ours):,.0f} training SPS, **{ratio:.3f}x**"
+        )
         print(whole[-1], flush=True)
     if opts.runs == 5:
-        notes = [f"Per call: one core, one torch thread, the median of {ROUNDS} alternating rounds (each the median "
-                 "of 5 blocks of 1,000 calls); per agent step at CleanRL's settings: 320 calls per 2,048 steps.",
-                 f"Whole training runs with the fused Adam (fused) or torch's CPU default loop (loop) swapped in, "
-                 f"against the scripts as they are ({opts.runs} pairs, alternating, fresh processes; the median of "
-                 "the pairs' ratios: above 1, the swapped-in Adam trains faster). CleanRL's settings: "
-                 f"`ppo_puffer_async.py {' '.join(RUN)}` on one core; the defaults: bench_defaults.py's runs. "
-                 f"{'; '.join(whole)}."]  # fmt: skip
-        results.save("optimizer", (time.time() - start) / 60, table=dict(columns=columns, rows=rows, notes=notes),
-                     runs=runs)  # fmt: skip
+        notes = [
+            f"Per call: one core, one torch thread, the median of {ROUNDS} alternating rounds (each the median "
+            "of 5 blocks of 1,000 calls); per agent step at CleanRL's settings: 320 calls per 2,048 steps.",
+            f"Whole training runs with the fused Adam (fused) or torch's CPU default loop (loop) swapped in, "
+            f"against the scripts as they are ({opts.runs} pairs, alternating, fresh processes; the median of "
+            "the pairs' ratios: above 1, the swapped-in Adam trains faster). CleanRL's settings: "
+            f"`ppo_puffer_async.py {' '.join(RUN)}` on one core; the defaults: bench_defaults.py's runs. "
+            f"{'; '.join(whole)}.",
+        ]
+        results.save(
+            "optimizer", (time.time() - start) / 60, table=dict(columns=columns, rows=rows, notes=notes), runs=runs
+        )
 
 
 if __name__ == "__main__":

@@ -91,21 +91,42 @@ def main():
     runs = [train(opts.script, seed, Path(opts.out) / opts.script / str(seed)) for seed in opts.seeds]
     random = random_play(100)
     columns = ["", "seed", "return per game (100 games)", "lines per game", "training SPS", "minutes"]
-    rows = [[f"`{opts.script}.py` defaults", run["seed"], f"{run['return'][0]:.2f} +/- {run['return'][1]:.2f}",
-             f"{run['lines_deleted'][0]:.2f}", f"{run['sps']:,.0f}", f"{run['wall'] / 60:.1f}"]
-            for run in runs]  # fmt: skip
-    rows.append(["uniformly random moves", "", f"{random['return'].mean():.2f} +/- {random['return'].std():.2f}",
-                 f"{random['lines'].mean():.2f}", "", ""])  # fmt: skip
+    rows = [
+        [
+            f"`{opts.script}.py` defaults",
+            run["seed"],
+            f"{run['return'][0]:.2f} +/- {run['return'][1]:.2f}",
+            f"{run['lines_deleted'][0]:.2f}",
+            f"{run['sps']:,.0f}",
+            f"{run['wall'] / 60:.1f}",
+        ]
+        for run in runs
+    ]
+    rows.append(
+        [
+            "uniformly random moves",
+            "",
+            f"{random['return'].mean():.2f} +/- {random['return'].std():.2f}",
+            f"{random['lines'].mean():.2f}",
+            "",
+            "",
+        ]
+    )
     print(results_module.markdown(columns, rows))
     if opts.seeds == [1]:
         name = "tetris-ppo_tetris" if opts.script == "ppo_tetris" else "tetris-puffer"
         run = runs[0]
-        readme = dict(task=f"Tetris, `{opts.script}.py` defaults", order=1 if opts.script == "ppo_tetris" else 2,
-                      result=f"{run['lines_deleted'][0]:.2f} lines per game, return {run['return'][0]:.2f} (random "
-                      f"moves: {random['lines'].mean():.2f} lines, return {random['return'].mean():.2f})",
-                      page=PAGES[opts.script])  # fmt: skip
-        notes = ["The final checkpoint over 100 games (actions sampled, as in training; games seeded 10,001 + i); "
-                 "+/- is the standard deviation over games."]  # fmt: skip
+        readme = dict(
+            task=f"Tetris, `{opts.script}.py` defaults",
+            order=1 if opts.script == "ppo_tetris" else 2,
+            result=f"{run['lines_deleted'][0]:.2f} lines per game, return {run['return'][0]:.2f} (random "
+            f"moves: {random['lines'].mean():.2f} lines, return {random['return'].mean():.2f})",
+            page=PAGES[opts.script],
+        )
+        notes = [
+            "The final checkpoint over 100 games (actions sampled, as in training; games seeded 10,001 + i); "
+            "+/- is the standard deviation over games."
+        ]
         table = dict(columns=columns, rows=rows, notes=notes)
         results_module.save(name, sum(run["wall"] for run in runs) / 60, table=table, runs=runs, readme=readme)
 

@@ -102,8 +102,9 @@ def main():
     columns += (["np.take / x[rows]"] if opts.fancy_indexing else []) + (["ours / Ocean"] if opts.ocean else [])
     print(results_module.markdown(columns, rows))
     if opts.ocean and opts.num_envs == [4096] and opts.runs == 5 and not opts.quick and not opts.fancy_indexing:
-        notes = [f"One process pinned to one core, random actions; the median of {opts.runs} alternating runs of "
-                 "3 s each."]  # fmt: skip
+        notes = [
+            f"One process pinned to one core, random actions; the median of {opts.runs} alternating runs of 3 s each."
+        ]
         table = dict(columns=columns, rows=rows, notes=notes)
         results_module.save("tetris-env", (time.time() - start) / 60, table=table, runs=runs)
 

@@ -146,8 +146,15 @@ def main():
         script, flags = CASES[case]
         ratio = statistics.median(fast / slow for fast, slow in zip(trick, plain))  # paired: drift mostly cancels
         runs.append(dict(case=case, trick=trick, plain=plain))
-        rows.append([case, f"`{script} {' '.join(flags)}`", f"{statistics.median(trick):,.0f}",
-                     f"{statistics.median(plain):,.0f}", f"{ratio:.3f}x"])  # fmt: skip
+        rows.append(
+            [
+                case,
+                f"`{script} {' '.join(flags)}`",
+                f"{statistics.median(trick):,.0f}",
+                f"{statistics.median(plain):,.0f}",
+                f"{ratio:.3f}x",
+            ]
+        )
         print(f"| {' | '.join(rows[-1])} |", flush=True)
     columns = [
         "trick",
@@ -158,10 +165,13 @@ def main():
     ]
     print(results.markdown(columns, rows))
     if opts.cases == list(CASES) and opts.runs == 5:
-        notes = [f"{opts.runs} runs of each form, alternating, each in a fresh process; each figure the median of the "
-                 "training SPS the script prints; the ratio the median of the pairs' ratios."]  # fmt: skip
-        results.save("tricks", (time.time() - start) / 60, table=dict(columns=columns, rows=rows, notes=notes),
-                     runs=runs)  # fmt: skip
+        notes = [
+            f"{opts.runs} runs of each form, alternating, each in a fresh process; each figure the median of the "
+            "training SPS the script prints; the ratio the median of the pairs' ratios."
+        ]
+        results.save(
+            "tricks", (time.time() - start) / 60, table=dict(columns=columns, rows=rows, notes=notes), runs=runs
+        )
 
 
 if __name__ == "__main__":

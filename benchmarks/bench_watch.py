@@ -85,8 +85,10 @@ def main():
 
         plain = training_sps([], directory)
         tracked = training_sps(["--track"], directory)
-        print(f"\na2c_cartpole.py default run: {plain:,.0f} SPS, with --track (offline) {tracked:,.0f} SPS "
-              f"({tracked / plain:.2f}x)")  # fmt: skip
+        print(
+            f"\na2c_cartpole.py default run: {plain:,.0f} SPS, with --track (offline) {tracked:,.0f} SPS "
+            f"({tracked / plain:.2f}x)"
+        )
     label = "a2c_cartpole.py default run (CartPole-v1, 100k steps), training SPS"
     rows.append(["--track (offline)", label, "", f"{plain:,.0f}", f"{tracked:,.0f}", f"{tracked / plain:.2f}x", ""])
     runs.append(dict(env="a2c_cartpole.py default run", sps=plain, sps_with_track=tracked))

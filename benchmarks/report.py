@@ -48,17 +48,23 @@ BENCHES = {
     "popgym": ("python benchmarks/bench_a2c_memory.py", 25),
     "cartpole-novel": ("python benchmarks/bench_lstm_cartpole_novel.py", 20),
     "defaults-speed": ("python benchmarks/bench_defaults.py --baseline BEFORE_CHECKOUT", 12),
-    "profile-ppo-cleanrl": ("python benchmarks/profile_steps.py ppo_puffer_async.py --env-id HalfCheetah-v5 "
-                            "--num-envs 1 --horizon 64 --batch-size 2048 --num-minibatches 32 --update-epochs 10 "
-                            "--hidden-size 64 --total-timesteps 102400 --save profile-ppo-cleanrl", 2),
+    "profile-ppo-cleanrl": (
+        "python benchmarks/profile_steps.py ppo_puffer_async.py --env-id HalfCheetah-v5 "
+        "--num-envs 1 --horizon 64 --batch-size 2048 --num-minibatches 32 --update-epochs 10 "
+        "--hidden-size 64 --total-timesteps 102400 --save profile-ppo-cleanrl",
+        2,
+    ),
     "compile": ("python benchmarks/bench_compile.py", 2),
     "leanrl": ("python benchmarks/bench_leanrl.py", 11),
     "optimizer": ("python benchmarks/bench_optimizer.py", 20),
     "tricks": ("python benchmarks/bench_tricks.py", 10),
-    "profile-a2c-sb3": ("python benchmarks/profile_steps.py a2c_cartpole.py --num-envs 8 --num-steps 5 "
-                        "--learning-rate 7e-4 --no-norm-obs --no-anneal-lr --total-timesteps 200000 "
-                        "--save profile-a2c-sb3", 2),
-}  # fmt: skip
+    "profile-a2c-sb3": (
+        "python benchmarks/profile_steps.py a2c_cartpole.py --num-envs 8 --num-steps 5 "
+        "--learning-rate 7e-4 --no-norm-obs --no-anneal-lr --total-timesteps 200000 "
+        "--save profile-a2c-sb3",
+        2,
+    ),
+}
 BLOCK = re.compile(r"(<!-- table:([\w-]+) -->\n)(.*?)(<!-- /table:\2 -->)", re.S)
 # One figure in prose: <!-- value:NAME:KEY -->figure<!-- /value --> is results/NAME.json's values[KEY], or with a
 # dotted KEY the cell it names, e.g. table.rows.2.4 (row 2, column 4 of the table) or runs.0.sps
@@ -76,8 +82,14 @@ def duration(minutes: float) -> str:
 def stamp_line(result: dict) -> str:
     versions = ", ".join(f"{name} {version}" for name, version in result["versions"].items())
     kept = result.get("kept")  # an older measurement whose code path is unchanged since, proven by fixed-seed runs
-    since = (f"; its fixed-seed runs (`scripts/fixed_seed_runs.py`: {', '.join(kept['cases'])}) are bit-identical on "
-             f"commit {kept['identical_on']}") if kept else ""  # fmt: skip
+    since = (
+        (
+            f"; its fixed-seed runs (`scripts/fixed_seed_runs.py`: {', '.join(kept['cases'])}) are bit-identical on "
+            f"commit {kept['identical_on']}"
+        )
+        if kept
+        else ""
+    )
     if kept and "runs_on" in kept:  # this commit measured `here`; the runs are kept from the commits that made them
         tasks = {commit: {} for commit in kept["runs_on"]}  # commit: its tasks, in the table's order
         for run in result["runs"]:
@@ -89,11 +101,15 @@ def stamp_line(result: dict) -> str:
             if again:
                 named[commit] += f"; evaluated again on commit{'s' * (len(again) > 1)} {' and '.join(again)}"
         runs = ", ".join(f"commit {commit}, {date} ({named[commit]})" for commit, date in kept["runs_on"].items())
-        since = (f" ({kept['here']}); the runs: {runs}, whose code path's fixed-seed runs "
-                 f"(`scripts/fixed_seed_runs.py`: {', '.join(kept['cases'])}) are bit-identical on commit "
-                 f"{kept['identical_on']}")  # fmt: skip
-    return (f"<sub>`{result['command']}` ({duration(result['minutes'])}) · commit {result['commit']}, "
-            f"{result['date']}{since} · {result['machine']} · {versions}</sub>")  # fmt: skip
+        since = (
+            f" ({kept['here']}); the runs: {runs}, whose code path's fixed-seed runs "
+            f"(`scripts/fixed_seed_runs.py`: {', '.join(kept['cases'])}) are bit-identical on commit "
+            f"{kept['identical_on']}"
+        )
+    return (
+        f"<sub>`{result['command']}` ({duration(result['minutes'])}) · commit {result['commit']}, "
+        f"{result['date']}{since} · {result['machine']} · {versions}</sub>"
+    )
 
 
 def render(name: str, results: dict) -> str:

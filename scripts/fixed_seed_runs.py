@@ -105,7 +105,11 @@ def record(path, only=None):
         if only and name not in only:
             continue
         with tempfile.TemporaryDirectory() as cwd:
-            first, more = case if isinstance(case, tuple) else (case, None)
+            if isinstance(case, tuple):
+                first, more = case
+            else:
+                first = case
+                more = None
             run(first, cwd)
             if more is not None:
                 (checkpoint,) = glob.glob(os.path.join(cwd, "runs", "*", "*.pt"))

@@ -108,17 +108,22 @@ def grad(outdir):
     from common.distributed import World, allreduce_mean
 
     dist.init_process_group("gloo")
-    rank, size = dist.get_rank(), dist.get_world_size()
+    rank = dist.get_rank()
+    size = dist.get_world_size()
     out = {}
     for name in ("ppo_puffer_async", "ppo_tetris"):
         torch.manual_seed(0)
-        rows, horizon, obs_dim, num_actions = 8, 5, 6, 3
+        rows = 8
+        horizon = 5
+        obs_dim = 6
+        num_actions = 3
         gen = torch.Generator().manual_seed(1)
         obs = torch.randn(rows, horizon, obs_dim, generator=gen)
         actions = torch.randint(0, num_actions, (rows, horizon), generator=gen)
         old_logprobs = torch.log(torch.rand(rows, horizon, generator=gen) * 0.5 + 0.25)
         advantages = torch.randn(rows, horizon, generator=gen)  # already normalized over the whole batch
-        old_values, returns = torch.randn(rows, horizon, generator=gen), torch.randn(rows, horizon, generator=gen)
+        old_values = torch.randn(rows, horizon, generator=gen)
+        returns = torch.randn(rows, horizon, generator=gen)
 
         if name == "ppo_puffer_async":
             net_args = ppo_puffer_async.Args(hidden_size=16, lstm=True, lstm_hidden_size=8)
@@ -164,7 +169,8 @@ def grad(outdir):
 
 
 if __name__ == "__main__":
-    outdir, mode = sys.argv[1], sys.argv[2]
+    outdir = sys.argv[1]
+    mode = sys.argv[2]
     os.chdir(outdir)  # runs/ goes there
     torch.set_num_threads(1)
     if mode == "train":

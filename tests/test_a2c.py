@@ -57,7 +57,8 @@ def test_gae_matches_the_worked_example():
 
 def gae_reference(rewards, values, dones, next_value, gamma, lam):
     """Plain per-env, per-step loop over Python floats."""
-    T, N = len(rewards), len(rewards[0])
+    T = len(rewards)
+    N = len(rewards[0])
     advantages = [[0.0] * N for _ in range(T)]
     for n in range(N):
         running = 0.0
@@ -74,8 +75,12 @@ def gae_reference(rewards, values, dones, next_value, gamma, lam):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_gae_random_against_plain_loop(seed):
     g = torch.Generator().manual_seed(seed)
-    T, N, gamma, lam = 17, 6, 0.97, 0.9
-    rewards, values = torch.randn(T, N, generator=g), torch.randn(T, N, generator=g)
+    T = 17
+    N = 6
+    gamma = 0.97
+    lam = 0.9
+    rewards = torch.randn(T, N, generator=g)
+    values = torch.randn(T, N, generator=g)
     dones = (torch.rand(T, N, generator=g) < 0.2).float()
     next_value = torch.randn(N, generator=g)
     advantages, returns = a2c.compute_gae(rewards, values, dones, next_value, gamma, lam)
@@ -92,7 +97,8 @@ class CounterEnv(gym.Env):
     action_space = gym.spaces.Discrete(2)
 
     def __init__(self, terminate: bool):
-        self.terminate, self.t = terminate, 0
+        self.terminate = terminate
+        self.t = 0
 
     def reset(self, seed=None, options=None):
         super().reset(seed=seed)
@@ -125,9 +131,17 @@ def test_rollout_bootstraps_truncation_not_termination(env_id, truncates):
     storage = a2c.make_storage(num_steps=4, num_envs=2, obs_dim=1, action_space=envs.single_action_space)
     gamma = 0.9
     next_obs, _, ep_returns, ep_lengths = a2c.collect_rollout(
-        envs, KnownValueAgent(), storage, obs, None, a2c.Args(reward_scale=0.5, gamma=gamma),
-        obs_rms=None, reward_norm=None, device=torch.device("cpu"), autocast=contextlib.nullcontext
-    )  # fmt: skip
+        envs,
+        KnownValueAgent(),
+        storage,
+        obs,
+        None,
+        a2c.Args(reward_scale=0.5, gamma=gamma),
+        obs_rms=None,
+        reward_norm=None,
+        device=torch.device("cpu"),
+        autocast=contextlib.nullcontext,
+    )
     envs.close()
     # The 3rd transition (t = 2) ends both episodes; its final observation is [3], V = 13. Rewards
     # are scaled (reward_scale 0.5) before the bootstrap, which is already in value units.
@@ -165,14 +179,18 @@ def test_running_mean_std_and_frozen_normalization():
 def test_running_mean_std_takes_numpys_mean_and_var_bit_for_bit(shape, dtype):
     """The update sums where numpy's batch.mean(0) / batch.var(0) would be called: the same numbers, bit for bit."""
     rng = np.random.default_rng(1)
-    obs_rms, reference = a2c.RunningMeanStd(shape[1:]), a2c.RunningMeanStd(shape[1:])
+    obs_rms = a2c.RunningMeanStd(shape[1:])
+    reference = a2c.RunningMeanStd(shape[1:])
     for _ in range(30):
         batch = (rng.normal(3.0, 2.0, shape) * 10).astype(dtype)
         obs_rms.update(batch)
         b = batch.reshape(-1, *reference.mean.shape)
-        delta, total = b.mean(0) - reference.mean, reference.count + len(b)
+        delta = b.mean(0) - reference.mean
+        total = reference.count + len(b)
         m2 = reference.var * reference.count + b.var(0) * len(b) + delta**2 * reference.count * len(b) / total
-        reference.mean, reference.var, reference.count = reference.mean + delta * len(b) / total, m2 / total, total
+        reference.mean = reference.mean + delta * len(b) / total
+        reference.var = m2 / total
+        reference.count = total
         assert np.array_equal(obs_rms.mean, reference.mean) and np.array_equal(obs_rms.var, reference.var)
     assert obs_rms.count == reference.count
 
@@ -393,9 +411,11 @@ def test_side_by_side_evaluation_equals_one_episode_at_a_time(tmp_path, monkeypa
     envs, so moving to it changed no reported return; a partly trained agent gives episodes of unequal length."""
     monkeypatch.chdir(tmp_path)
     result = a2c.train(a2c.Args(seed=2, total_timesteps=12_000, eval_freq=0, checkpoint_freq=0))
-    agent, ckpt = result["policy"], torch.load(result["checkpoint"], weights_only=True)
+    agent = result["policy"]
+    ckpt = torch.load(result["checkpoint"], weights_only=True)
     obs_rms = a2c.RunningMeanStd.from_state(ckpt["obs_rms"])
-    forward, calls = agent.forward, []
+    forward = agent.forward
+    calls = []
     agent.forward = lambda x, state: (calls.append(len(x)), forward(x, state))[1]
     stats = a2c.evaluate(agent, a2c.Args(), obs_rms, episodes=6, seed=50, device=torch.device("cpu"))
     agent.forward = forward
@@ -405,12 +425,14 @@ def test_side_by_side_evaluation_equals_one_episode_at_a_time(tmp_path, monkeypa
     for episode in range(6):
         env = gym.make("CartPole-v1")
         obs, _ = env.reset(seed=50 + episode)
-        total, done = 0.0, False
+        total = 0.0
+        done = False
         while not done:
             with torch.inference_mode():
                 logits, _, _ = agent(torch.as_tensor(a2c.normalize_obs(obs[None], obs_rms)))
             obs, reward, terminated, truncated, _ = env.step(int(logits.argmax()))
-            total, done = total + reward, terminated or truncated
+            total = total + reward
+            done = terminated or truncated
         expected.append(total)
     assert len(set(expected)) > 1, expected  # not a trivial policy
     np.testing.assert_array_equal(stats["return"], expected)
@@ -433,7 +455,8 @@ def test_gaussian_logprob_and_entropy_by_hand_and_against_torch():
     logprob, entropy, _ = agent.get_logprob_entropy_value(torch.randn(1, 3), torch.tensor([[2.0, 0.0]]))
     assert logprob.item() == pytest.approx(-3.7242, abs=1e-4) and entropy.item() == pytest.approx(4.2242, abs=1e-4)
     agent = a2c.Agent(3, gym.spaces.Box(-1, 1, (4,)), a2c.Args(hidden_size=8, log_std_init=-0.7))
-    x, actions = torch.randn(6, 3), torch.randn(6, 4) * 3  # actions beyond the bounds too: never clipped here
+    x = torch.randn(6, 3)
+    actions = torch.randn(6, 4) * 3  # actions beyond the bounds too: never clipped here
     logprob, entropy, _ = agent.get_logprob_entropy_value(x, actions)
     normal = torch.distributions.Normal(agent(x)[0], agent.log_std.exp())
     torch.testing.assert_close(logprob, normal.log_prob(actions).sum(-1))
@@ -491,9 +514,20 @@ def test_the_env_gets_clipped_actions_and_the_update_the_sampled_ones():
     )  # std 3
     envs = RecordingPendulum()
     storage = a2c.make_storage(4, 2, 3, envs.single_action_space)
-    a2c.collect_rollout(envs, agent, storage, np.zeros((2, 3), np.float32), None, a2c.Args(reward_scale=1.0),
-                        obs_rms=None, reward_norm=None, device="cpu", autocast=contextlib.nullcontext)  # fmt: skip
-    sampled, sent = storage["actions"], np.stack(envs.sent)
+    a2c.collect_rollout(
+        envs,
+        agent,
+        storage,
+        np.zeros((2, 3), np.float32),
+        None,
+        a2c.Args(reward_scale=1.0),
+        obs_rms=None,
+        reward_norm=None,
+        device="cpu",
+        autocast=contextlib.nullcontext,
+    )
+    sampled = storage["actions"]
+    sent = np.stack(envs.sent)
     assert np.abs(sampled).max() > 1.5  # std 3: most samples fall outside the bounds
     np.testing.assert_array_equal(sent, np.clip(sampled, -1, 1))
     # The update's log-probability is that of the stored (unclipped) sample.
@@ -525,8 +559,10 @@ class CartPoleMultiDiscrete(gym.ActionWrapper):
         return int(action[0])
 
 
-@pytest.mark.parametrize("env_id,make", [("CartPole-v1", None), ("CartPoleDict-v1", CartPoleDict),
-                                         ("CartPoleMultiDiscrete-v1", CartPoleMultiDiscrete)])  # fmt: skip
+@pytest.mark.parametrize(
+    "env_id,make",
+    [("CartPole-v1", None), ("CartPoleDict-v1", CartPoleDict), ("CartPoleMultiDiscrete-v1", CartPoleMultiDiscrete)],
+)
 def test_dict_observations_and_multidiscrete_actions_learn_as_plain_cartpole(tmp_path, monkeypatch, env_id, make):
     """The defaults, seed 1, 60k steps: each variant is solved (evaluation >= 475 at the end), as plain CartPole is."""
     monkeypatch.chdir(tmp_path)
@@ -560,7 +596,8 @@ class Odd(gym.Env):
     """A one-step env whose observation or action space is set per test."""
 
     def __init__(self, observation_space, action_space=gym.spaces.Discrete(2)):
-        self.observation_space, self.action_space = observation_space, action_space
+        self.observation_space = observation_space
+        self.action_space = action_space
 
     def reset(self, *, seed=None, options=None):
         return self.observation_space.sample(), {}
@@ -569,12 +606,19 @@ class Odd(gym.Env):
         return self.observation_space.sample(), 0.0, True, False, {}
 
 
-@pytest.mark.parametrize("observation_space,action_space,words", [
-    (gym.spaces.Box(0, 255, (32, 32, 3), np.uint8), gym.spaces.Discrete(2), "holds images, which need a CNN"),
-    (gym.spaces.Text(8), gym.spaces.Discrete(2), "Text observations do not flatten"),
-    (gym.spaces.Dict({"g": gym.spaces.Graph(gym.spaces.Box(0, 1, (2,)), None)}), gym.spaces.Discrete(2), "Graph"),
-    (gym.spaces.Box(0, 1, (3,)), gym.spaces.Tuple((gym.spaces.Discrete(2),)), "acts in Discrete, MultiDiscrete, Box"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "observation_space,action_space,words",
+    [
+        (gym.spaces.Box(0, 255, (32, 32, 3), np.uint8), gym.spaces.Discrete(2), "holds images, which need a CNN"),
+        (gym.spaces.Text(8), gym.spaces.Discrete(2), "Text observations do not flatten"),
+        (gym.spaces.Dict({"g": gym.spaces.Graph(gym.spaces.Box(0, 1, (2,)), None)}), gym.spaces.Discrete(2), "Graph"),
+        (
+            gym.spaces.Box(0, 1, (3,)),
+            gym.spaces.Tuple((gym.spaces.Discrete(2),)),
+            "acts in Discrete, MultiDiscrete, Box",
+        ),
+    ],
+)
 def test_unsupported_spaces_are_one_line_naming_the_space(tmp_path, observation_space, action_space, words):
     gym.register("Odd-v0", entry_point=lambda: Odd(observation_space, action_space))
     try:
@@ -593,7 +637,8 @@ def test_amp_losses_match_float32_on_a_fixed_batch(space):
     agent = a2c.Agent(6, space, a2c.Args(hidden_size=64))
     x = torch.randn(256, 6)
     actions = torch.randint(0, 3, (256,)) if isinstance(space, gym.spaces.Discrete) else torch.randn(256, 2)
-    advantages, returns = torch.randn(256), torch.randn(256) * 3
+    advantages = torch.randn(256)
+    returns = torch.randn(256) * 3
 
     def loss():
         logprobs, entropy, values = agent.get_logprob_entropy_value(x, actions)

@@ -24,7 +24,8 @@ class RememberCue(gym.Env):
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
-        self.cue, self.t = int(self.np_random.integers(2)), 0
+        self.cue = int(self.np_random.integers(2))
+        self.t = 0
         return np.array([2.0 * self.cue - 1.0, 0.0], np.float32), {}
 
     def step(self, action):
@@ -65,12 +66,18 @@ def test_unroll_with_resets_equals_stepping_one_observation_at_a_time(space, rnn
     torch.manual_seed(0)
     agent = a2c.Agent(5, space, a2c.Args(hidden_size=16, lstm=True, rnn_type=rnn_type))
     assert isinstance(agent.lstm, torch.nn.GRUCell if rnn_type == "gru" else torch.nn.LSTMCell)
-    envs, steps = 3, 7
+    envs = 3
+    steps = 7
     obs = torch.randn(envs, steps, 5)
     dones = torch.zeros(envs, steps)
-    dones[0, 2] = dones[1, 5] = dones[2, 0] = 1.0  # an episode ends mid-rollout in every env
+    # an episode ends mid-rollout in every env
+    dones[0, 2] = 1.0
+    dones[1, 5] = 1.0
+    dones[2, 0] = 1.0
     first = tuple(torch.randn(envs, 16) for _ in "hc")  # carried over from an earlier rollout
-    state, outs, values = first, [], []
+    state = first
+    outs = []
+    values = []
     with torch.no_grad():
         for t in range(steps):
             out, value, state = agent(obs[:, t], state)
@@ -98,8 +105,18 @@ def test_rollout_and_replay_see_the_same_values():
     state = agent.initial_state(4, torch.device("cpu"))
     for _ in range(2):  # the second rollout starts from a state carried over mid-episode
         first = tuple(x.clone() for x in state)
-        obs, state, _, _ = a2c.collect_rollout(envs, agent, storage, obs, state, a2c.Args(reward_scale=1.0),
-            obs_rms=None, reward_norm=None, device=torch.device("cpu"), autocast=contextlib.nullcontext)  # fmt: skip
+        obs, state, _, _ = a2c.collect_rollout(
+            envs,
+            agent,
+            storage,
+            obs,
+            state,
+            a2c.Args(reward_scale=1.0),
+            obs_rms=None,
+            reward_norm=None,
+            device=torch.device("cpu"),
+            autocast=contextlib.nullcontext,
+        )
     envs.close()
     assert storage["dones"].sum() >= 8  # episodes of 4 steps: every env ends two or more in 10 steps
     batch = {key: torch.as_tensor(array).transpose(0, 1) for key, array in storage.items()}
@@ -129,8 +146,18 @@ def test_truncation_bootstraps_from_the_ended_episodes_state():
     storage = a2c.make_storage(5, 2, 1, envs.single_action_space)
     state = (torch.zeros(2, 1), torch.zeros(2, 1))
     gamma = 0.9
-    a2c.collect_rollout(envs, CountingAgent(), storage, obs, state, a2c.Args(reward_scale=0.5, gamma=gamma),
-                        obs_rms=None, reward_norm=None, device="cpu", autocast=contextlib.nullcontext)  # fmt: skip
+    a2c.collect_rollout(
+        envs,
+        CountingAgent(),
+        storage,
+        obs,
+        state,
+        a2c.Args(reward_scale=0.5, gamma=gamma),
+        obs_rms=None,
+        reward_norm=None,
+        device="cpu",
+        autocast=contextlib.nullcontext,
+    )
     envs.close()
     np.testing.assert_allclose(storage["rewards"][:, 0], [0.5, 0.5, 0.5 + gamma * 403.0, 0.5, 0.5], rtol=1e-6)
     np.testing.assert_array_equal(storage["values"][:, 0], [100.0, 201.0, 302.0, 100.0, 201.0])
@@ -167,11 +194,13 @@ def test_resume_and_eval_checkpoint_rebuild_the_cell(tmp_path, monkeypatch, caps
 def test_lstm_minibatches_are_whole_env_sequences():
     """With --lstm the update's rows are envs (envs, steps, ...), each in step order, so a mini-batch of rows is
     whole sequences; without it they are single steps."""
-    steps, envs = 5, 4
+    steps = 5
+    envs = 4
     batch = dict(
         obs=torch.randn(steps, envs, 3), actions=torch.randint(0, 2, (steps, envs)), dones=torch.zeros(steps, envs)
     )
-    advantages, returns = torch.randn(steps, envs), torch.randn(steps, envs)
+    advantages = torch.randn(steps, envs)
+    returns = torch.randn(steps, envs)
     obs, actions, adv, ret, dones = a2c.update_rows(batch, advantages, returns, lstm=True)
     assert obs.shape == (envs, steps, 3) and actions.shape == dones.shape == adv.shape == (envs, steps)
     assert torch.equal(obs[2], batch["obs"][:, 2]) and torch.equal(ret[1], returns[:, 1])
@@ -184,8 +213,11 @@ def test_amp_with_lstm_matches_float32_on_a_fixed_batch(rnn_type):
     """bfloat16 autocast on the CPU through a 6-step unroll: the A2C loss within 1% of float32's."""
     torch.manual_seed(0)
     agent = a2c.Agent(6, gym.spaces.Discrete(3), a2c.Args(lstm=True, rnn_type=rnn_type))
-    x, actions, dones = torch.randn(16, 6, 6), torch.randint(0, 3, (16, 6)), (torch.rand(16, 6) < 0.2).float()
-    advantages, returns = torch.randn(16, 6), torch.randn(16, 6)
+    x = torch.randn(16, 6, 6)
+    actions = torch.randint(0, 3, (16, 6))
+    dones = (torch.rand(16, 6) < 0.2).float()
+    advantages = torch.randn(16, 6)
+    returns = torch.randn(16, 6)
     state = agent.initial_state(16, torch.device("cpu"))
 
     def loss():

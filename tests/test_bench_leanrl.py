@@ -37,8 +37,10 @@ def test_leanrl_sampling_draws_from_the_gaussian_and_scores_as_normal_does():
 def test_tensor_lr_adam_takes_the_same_steps_as_adam_with_the_script_setting_floats():
     """The script sets the annealed rate as a float once per update; TensorLrAdam copies it into its tensor."""
     policies = [box_policy(), box_policy()]
-    optimizers = [torch.optim.Adam(policies[0].parameters(), lr=3e-4, eps=1e-5, foreach=True),  # the script's
-                  bench_leanrl.TensorLrAdam(policies[1].parameters(), lr=3e-4, eps=1e-5, foreach=True)]  # fmt: skip
+    optimizers = [
+        torch.optim.Adam(policies[0].parameters(), lr=3e-4, eps=1e-5, foreach=True),  # the script's
+        bench_leanrl.TensorLrAdam(policies[1].parameters(), lr=3e-4, eps=1e-5, foreach=True),
+    ]
     obs = torch.randn(16, 5)
     for lr in (3e-4, 2e-4, 1e-4):
         for policy, optimizer in zip(policies, optimizers):

@@ -25,8 +25,10 @@ def train_both(swapped):
     """Two copies of one policy, 60 Adam steps each under an annealed rate: the script's Adam (foreach=True) and
     `swapped`, each given the script's keywords. Returns (the policies, their optimizers)."""
     policies = [box_policy(), box_policy()]
-    optimizers = [torch.optim.Adam(policies[0].parameters(), lr=3e-4, eps=1e-5, foreach=True),
-                  swapped(policies[1].parameters(), lr=3e-4, eps=1e-5, foreach=True)]  # fmt: skip
+    optimizers = [
+        torch.optim.Adam(policies[0].parameters(), lr=3e-4, eps=1e-5, foreach=True),
+        swapped(policies[1].parameters(), lr=3e-4, eps=1e-5, foreach=True),
+    ]
     start = [p.detach().clone() for p in policies[0].parameters()]
     obs = torch.randn(16, 5)
     for lr in (3e-4, 2e-4, 1e-4):  # the script sets the annealed rate as a float once per update

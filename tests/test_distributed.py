@@ -34,8 +34,13 @@ OPTIMIZER_STEPS = {"ppo_puffer_async": 5 * 3 * 2, "ppo_tetris": 5 * 3 * 2, "a2c_
 
 
 def torchrun(tmp_path, *argv, env=None, timeout=120):
-    out = subprocess.run(TORCHRUN + [RANK, str(tmp_path)] + list(argv), capture_output=True, text=True,
-                         timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})  # fmt: skip
+    out = subprocess.run(
+        TORCHRUN + [RANK, str(tmp_path)] + list(argv),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(2)], out.stdout
 
@@ -65,7 +70,8 @@ def test_ranks_share_the_cores_one_torch_thread_each(tmp_path):
 def test_averaged_gradient_equals_the_union_batch_gradient(tmp_path):
     ranks, _ = torchrun(tmp_path, "grad")
     for script in ("ppo_puffer_async", "ppo_tetris"):
-        zero, one = ranks[0][script], ranks[1][script]
+        zero = ranks[0][script]
+        one = ranks[1][script]
         for averaged0, averaged1, union, local in zip(zero["averaged"], one["averaged"], zero["union"], zero["local"]):
             assert torch.equal(averaged0, averaged1)
             assert torch.allclose(averaged0, union, atol=1e-6, rtol=0), (averaged0 - union).abs().max()
@@ -87,9 +93,15 @@ def test_target_kl_hit_on_one_rank_stops_both_after_the_same_epoch(tmp_path, scr
 
 def start_job(tmp_path, script, *flags):
     log = open(tmp_path / "job.log", "w")
-    proc = subprocess.Popen(TORCHRUN + [os.path.join(ROOT, f"{script}.py"), *flags], cwd=tmp_path, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
+    proc = subprocess.Popen(
+        TORCHRUN + [os.path.join(ROOT, f"{script}.py"), *flags],
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     deadline = time.time() + 60
     while "run " not in (tmp_path / "job.log").read_text():
         assert time.time() < deadline and proc.poll() is None, (tmp_path / "job.log").read_text()[-3000:]
@@ -156,8 +168,9 @@ def test_ctrl_c_stops_every_rank_after_the_same_update_and_resume_restores_both(
         assert torch.equal(value, rank1["params"][key]), key
     # One process cannot take over a 2-rank run: the update size would change.
     command = [sys.executable, os.path.join(ROOT, f"{script}.py"), "--resume", str(checkpoint)]
-    out = subprocess.run([*command, "--total-timesteps", str(int(more) * 2)], cwd=tmp_path, capture_output=True,
-                         text=True)  # fmt: skip
+    out = subprocess.run(
+        [*command, "--total-timesteps", str(int(more) * 2)], cwd=tmp_path, capture_output=True, text=True
+    )
     assert out.returncode == 1
     assert "error: --resume: that run had 2 rank(s) and this one has 1" in out.stderr
 
@@ -167,19 +180,39 @@ def test_the_multi_node_line_works_with_two_nodes_on_one_machine(tmp_path):
     with socket.socket() as s:
         s.bind(("localhost", 0))
         port = s.getsockname()[1]
-    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-id",
-               "test", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"localhost:{port}", RANK, str(tmp_path),
-               "train", "ppo_tetris", *FLAGS["ppo_tetris"]]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "2",
+        "--nproc-per-node",
+        "1",
+        "--rdzv-id",
+        "test",
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        f"localhost:{port}",
+        RANK,
+        str(tmp_path),
+        "train",
+        "ppo_tetris",
+        *FLAGS["ppo_tetris"],
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    nodes = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-             for _ in range(2)]  # fmt: skip
+    nodes = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        for _ in range(2)
+    ]
     try:
         outputs = [node.communicate(timeout=120)[0] for node in nodes]
     finally:
         for node in nodes:
             node.kill()
     assert all(node.returncode == 0 for node in nodes), "\n".join(o[-2000:] for o in outputs)
-    rank0, rank1 = (torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(2))
+    rank0 = torch.load(tmp_path / "rank0.pt", weights_only=False)
+    rank1 = torch.load(tmp_path / "rank1.pt", weights_only=False)
     assert rank0["result"]["update"] == rank1["result"]["update"] == 5
     for key, value in rank0["params"].items():
         assert torch.equal(value, rank1["params"][key]), key

@@ -39,20 +39,35 @@ def test_a_table_that_keeps_its_runs_says_which_commit_measured_each():
     sys.path.insert(0, f"{ROOT}/benchmarks")
     import report
 
-    # a results file of this shape (runs of three commits, one run evaluated again), then every real one like it
+    # a results file of this shape (its own commit evaluated one run again, whose runs two older commits measured),
+    # then every real one like it
     run = {"env_id": "mpe2.simple_tag_v3", "commit": "1111111"}
+    kept_runs = {
+        "runs_on": {"1111111": "2026-11-26", "2222222": "2026-11-27"},
+        "here": "random play",
+        "cases": ["mpe-spread"],
+        "identical_on": "3333333",
+    }
+    runs = [
+        run,
+        dict(run, env_id="mpe2.simple_push_v3"),
+        dict(run, env_id="mpe2.simple_v3", commit="2222222", evaluated_on="3333333"),
+    ]
     synthetic = {
-        "command": "python benchmarks/bench_mpe.py", "minutes": 90.0, "commit": "3333333", "date": "2026-11-28",
-        "machine": "AMD EPYC, 2 cores, Linux x86_64", "versions": {"python": "3.11.7"},
-        "kept": {"runs_on": {"1111111": "2026-11-26", "2222222": "2026-11-27"}, "here": "random play",
-                 "cases": ["mpe-spread"], "identical_on": "3333333"},
-        "runs": [run, dict(run, env_id="mpe2.simple_push_v3"), dict(run, env_id="mpe2.simple_v3", commit="2222222",
-                                                                    evaluated_on="3333333")],
-    }  # fmt: skip
+        "command": "python benchmarks/bench_mpe.py",
+        "minutes": 90.0,
+        "commit": "3333333",
+        "date": "2026-11-28",
+        "machine": "AMD EPYC, 2 cores, Linux x86_64",
+        "versions": {"python": "3.11.7"},
+        "kept": kept_runs,
+        "runs": runs,
+    }
     real = [json.loads(path.read_text()) for path in Path(ROOT, "benchmarks", "results").glob("*.json")]
     mixed = [synthetic] + [result for result in real if "runs_on" in result.get("kept", {})]
     for result in mixed:
-        kept, line = result["kept"], report.stamp_line(result)
+        kept = result["kept"]
+        line = report.stamp_line(result)
         assert all(run["commit"] in kept["runs_on"] for run in result["runs"])
         assert f"commit {result['commit']}" in line and all(f"commit {commit}" in line for commit in kept["runs_on"])
         counts = {commit: sum(run["commit"] == commit for run in result["runs"]) for commit in kept["runs_on"]}

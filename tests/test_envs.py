@@ -29,7 +29,8 @@ def test_same_step_vector_env_matches_gymnasium(env_id, max_episode_steps):
     expected_obs, _ = theirs.reset(seed=7)
     np.testing.assert_array_equal(obs, expected_obs)
     rng = np.random.default_rng(0)
-    episodes = truncations = 0
+    episodes = 0
+    truncations = 0
     for _ in range(3000):
         actions = rng.integers(0, ours.single_action_space.n, size=3)
         obs, rewards, terminated, truncated, infos = ours.step(actions)

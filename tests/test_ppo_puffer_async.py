@@ -263,7 +263,8 @@ def test_masked_steps_carry_no_loss():
         vf_coef=1.0,
         ent_coef=0.0,
     )
-    pg_loss, v_loss = losses["policy_loss"], losses["value_loss"]
+    pg_loss = losses["policy_loss"]
+    v_loss = losses["value_loss"]
     assert pg_loss.item() == pytest.approx(-1.5) and v_loss.item() == pytest.approx(0.0)
     normalized = ppo_puffer_async.normalize_advantages(advantages, masks)
     torch.testing.assert_close(normalized[0, :2], torch.tensor([-1.0, 1.0]) / np.sqrt(2), atol=1e-6, rtol=0)
@@ -291,7 +292,8 @@ def test_gae_hand_computed_two_rows():
 
 
 def plain_gae(rewards, values, dones, next_value, gamma, lam):
-    advantages, last = np.zeros(len(rewards)), 0.0
+    advantages = np.zeros(len(rewards))
+    last = 0.0
     for t in reversed(range(len(rewards))):
         nv = next_value if t == len(rewards) - 1 else values[t + 1]
         last = rewards[t] + gamma * nv * (1 - dones[t]) - values[t] + gamma * lam * (1 - dones[t]) * last
@@ -301,7 +303,11 @@ def plain_gae(rewards, values, dones, next_value, gamma, lam):
 
 def test_row_gae_equals_plain_gae_over_each_agents_whole_trajectory():
     rng = np.random.default_rng(0)
-    agents, rows_per_agent, horizon, gamma, lam = 5, 3, 7, 0.97, 0.9
+    agents = 5
+    rows_per_agent = 3
+    horizon = 7
+    gamma = 0.97
+    lam = 0.9
     # each agent's trajectory, then its rows scattered over the buffer in a random order
     traj_r = rng.normal(size=(agents, rows_per_agent * horizon))
     traj_v = rng.normal(size=(agents, rows_per_agent * horizon))
@@ -309,16 +315,20 @@ def test_row_gae_equals_plain_gae_over_each_agents_whole_trajectory():
     last_v = rng.normal(size=agents)
     slots = rng.permutation(agents * rows_per_agent).reshape(agents, rows_per_agent)
     shape = (agents * rows_per_agent, horizon)
-    rewards, values, dones = torch.zeros(shape), torch.zeros(shape), torch.zeros(shape)
-    next_value, next_row = torch.zeros(shape[0]), torch.full((shape[0],), -1)
+    rewards = torch.zeros(shape)
+    values = torch.zeros(shape)
+    dones = torch.zeros(shape)
+    next_value = torch.zeros(shape[0])
+    next_row = torch.full((shape[0],), -1)
     for a in range(agents):
         for j, s in enumerate(slots[a]):
             part = slice(j * horizon, (j + 1) * horizon)
-            rewards[s], values[s], dones[s] = (
-                torch.tensor(x[a, part], dtype=torch.float32) for x in (traj_r, traj_v, traj_d)
-            )
+            rewards[s] = torch.tensor(traj_r[a, part], dtype=torch.float32)
+            values[s] = torch.tensor(traj_v[a, part], dtype=torch.float32)
+            dones[s] = torch.tensor(traj_d[a, part], dtype=torch.float32)
             if j + 1 < rows_per_agent:
-                next_row[s], next_value[s] = int(slots[a, j + 1]), float(traj_v[a, (j + 1) * horizon])
+                next_row[s] = int(slots[a, j + 1])
+                next_value[s] = float(traj_v[a, (j + 1) * horizon])
             else:
                 next_value[s] = float(last_v[a])
     advantages, _ = compute_gae(rewards, values, dones, next_value, gamma, lam, next_row=next_row)
@@ -354,7 +364,8 @@ class NonFiniteAfter(gym.Env):
     action_space = gym.spaces.Discrete(2)
 
     def __init__(self, steps=300):
-        self.steps, self.t = steps, 0
+        self.steps = steps
+        self.t = 0
 
     def reset(self, seed=None, options=None):
         super().reset(seed=seed)
@@ -415,7 +426,9 @@ def test_every_schedule_goes_on_from_where_an_extended_run_left_it(tmp_path, mon
     first = train(Args(total_timesteps=3 * 128, **flags))
     train(Args(resume=first["checkpoint"], total_timesteps=5 * 128))
     tags = scalars(first["run_dir"])
-    lr, ent, beta = ([v for _, v in tags[f"charts/{key}"]] for key in ("learning_rate", "ent_coef", "prio_beta"))
+    lr = [v for _, v in tags["charts/learning_rate"]]
+    ent = [v for _, v in tags["charts/ent_coef"]]
+    beta = [v for _, v in tags["charts/prio_beta"]]
     np.testing.assert_allclose(lr, [1e-3, 2e-3 / 3, 1e-3 / 3, 1e-3 / 3, 1e-3 / 6], rtol=1e-6)
     np.testing.assert_allclose(ent, [0.2, 0.1, 0.0, 0.0, 0.0], atol=1e-7)  # it had reached 0: it stays there
     np.testing.assert_allclose(beta, [0.2, 0.6, 1.0, 1.0, 1.0], rtol=1e-6)  # it had reached 1: it stays there
@@ -694,7 +707,8 @@ def test_ctrl_c_mid_update_saves_that_update_whole_and_a_second_one_saves_nothin
 
     (tmp_path / "whole").mkdir(), (tmp_path / "split").mkdir()
     monkeypatch.chdir(tmp_path / "whole")
-    real_save, after_update_3 = checkpoint_module.save_checkpoint, {}
+    real_save = checkpoint_module.save_checkpoint
+    after_update_3 = {}
 
     def keep_update_3(path, payload):
         real_save(path, payload)
@@ -705,7 +719,8 @@ def test_ctrl_c_mid_update_saves_that_update_whole_and_a_second_one_saves_nothin
         m.setattr(checkpoint_module, "save_checkpoint", keep_update_3)
         whole = scalars(train(Args(total_timesteps=5 * 128, **{**TINY_TETRIS, "checkpoint_freq": 1}))["run_dir"])
     monkeypatch.chdir(tmp_path / "split")
-    real_rollout, calls = ppo_puffer_async.rollout, []
+    real_rollout = ppo_puffer_async.rollout
+    calls = []
 
     def rollout_with_ctrl_c(*args, presses=1, **kwargs):
         calls.append(1)
@@ -990,7 +1005,8 @@ def test_lstm_outputs_after_an_episode_start_ignore_everything_before_it():
     starts = torch.zeros(2, 10, dtype=torch.bool)
     starts[:, 6] = True
     state = policy.initial_state(2, CPU)
-    changed_obs, changed_state = obs.clone(), tuple(torch.randn(2, 4) for _ in range(2))
+    changed_obs = obs.clone()
+    changed_state = tuple(torch.randn(2, 4) for _ in range(2))
     changed_obs[:, :6] = torch.randn(2, 6, 3)
     with torch.no_grad():
         logits, values = policy.unroll(obs, state, starts)

@@ -32,7 +32,8 @@ class SignalGame(ParallelEnv):
     possible_agents = ["speaker_0", "listener_0"]
 
     def __init__(self):
-        self.agents, self.rng = [], np.random.default_rng(0)
+        self.agents = []
+        self.rng = np.random.default_rng(0)
 
     def observation_space(self, agent):
         return gym.spaces.Box(0.0, 1.0, (2,) if agent == "speaker_0" else (3,), np.float32)
@@ -43,13 +44,16 @@ class SignalGame(ParallelEnv):
     def observe(self, word=None):
         heard = np.zeros(3, np.float32)
         if word is not None:
-            heard[word], heard[2] = 1.0, 1.0
+            heard[word] = 1.0
+            heard[2] = 1.0
         return {"speaker_0": np.eye(2, dtype=np.float32)[self.target], "listener_0": heard}
 
     def reset(self, seed=None, options=None):
         if seed is not None:
             self.rng = np.random.default_rng(seed)
-        self.agents, self.target, self.turn = list(self.possible_agents), int(self.rng.integers(2)), 0
+        self.agents = list(self.possible_agents)
+        self.target = int(self.rng.integers(2))
+        self.turn = 0
         return self.observe(), {agent: {} for agent in self.agents}
 
     def step(self, actions):
@@ -190,7 +194,9 @@ def test_a_heterogeneous_game_is_learned_where_random_play_fails(signal_game, tm
     assert {"charts/episodic_return/speaker", "charts/episodic_return/listener", "eval/return_mean/listener"} <= set(
         tags
     )
-    rng, wins = np.random.default_rng(0), []  # the random baseline: uniform actions in each agent's own space
+    # the random baseline: uniform actions in each agent's own space
+    rng = np.random.default_rng(0)
+    wins = []
     for game in range(400):
         env = SignalGame()
         env.reset(seed=game)

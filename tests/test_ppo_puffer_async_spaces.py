@@ -25,7 +25,8 @@ def test_gaussian_logprob_and_entropy_by_hand_and_against_torch():
     policy = Policy((3,), gym.spaces.Box(-1.0, 1.0, (2,)), Args(hidden_size=8))
     with torch.no_grad():
         policy.log_std.copy_(torch.tensor([-0.5, 0.3]))
-    mean, actions = torch.randn(5, 2), torch.randn(5, 2)
+    mean = torch.randn(5, 2)
+    actions = torch.randn(5, 2)
     logprobs, entropy = policy.logprob_and_entropy(mean, actions)
     reference = Independent(Normal(mean, torch.tensor([-0.5, 0.3]).exp()), 1)
     torch.testing.assert_close(logprobs, reference.log_prob(actions))
@@ -56,7 +57,8 @@ def test_multidiscrete_logprobs_and_entropies_are_sums_over_dimensions():
     torch.manual_seed(0)
     nvec = [3, 2, 4]
     policy = Policy((3,), gym.spaces.MultiDiscrete(nvec), Args(hidden_size=8))
-    out, actions = torch.randn(6, 9), torch.stack([torch.randint(0, n, (6,)) for n in nvec], -1)
+    out = torch.randn(6, 9)
+    actions = torch.stack([torch.randint(0, n, (6,)) for n in nvec], -1)
     logprobs, entropy = policy.logprob_and_entropy(out, actions)
     dists = [Categorical(logits=x) for x in out.split(nvec, -1)]
     torch.testing.assert_close(logprobs, sum(d.log_prob(a) for d, a in zip(dists, actions.unbind(-1))))
@@ -79,7 +81,8 @@ class MatchTheCards(gym.Env):
 
     def reset(self, seed=None, options=None):
         super().reset(seed=seed)
-        self.t, self.cards = 0, {"a": int(self.np_random.integers(3)), "b": int(self.np_random.integers(2))}
+        self.t = 0
+        self.cards = {"a": int(self.np_random.integers(3)), "b": int(self.np_random.integers(2))}
         return self.cards, {}
 
     def step(self, action):
@@ -211,7 +214,8 @@ class MatchTheCardsTogether(ParallelEnv):
     possible_agents = ["player_0", "player_1"]
 
     def __init__(self):
-        self.agents, self.games = [], {agent: MatchTheCards() for agent in self.possible_agents}
+        self.agents = []
+        self.games = {agent: MatchTheCards() for agent in self.possible_agents}
 
     def observation_space(self, agent):
         return MatchTheCards.observation_space

@@ -209,7 +209,8 @@ def test_a_disk_that_fills_for_a_while_warns_and_a_failed_final_save_is_one_line
     """Periodic saves 2 and 3 fail: a warning each, training goes on; the final save fails too: exit 1 with
     one line naming what was kept (the checkpoint of update 1, intact)."""
     monkeypatch.chdir(tmp_path)
-    real, calls = checkpoint.save_checkpoint, []
+    real = checkpoint.save_checkpoint
+    calls = []
 
     def filling_disk(path, payload):
         calls.append(payload["update"])

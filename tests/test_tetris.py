@@ -23,7 +23,8 @@ SPEC_CELLS = {
     "L": ["(0,0)(1,0)(2,0)(2,1)", "(0,0)(0,1)(0,2)(1,0)", "(0,0)(0,1)(1,1)(2,1)", "(0,2)(1,0)(1,1)(1,2)"],
     "J": ["(0,1)(1,1)(2,0)(2,1)", "(0,0)(1,0)(1,1)(1,2)", "(0,0)(0,1)(1,0)(2,0)", "(0,0)(0,1)(0,2)(1,2)"],
 }
-N_ROWS, N_COLS = 20, 10
+N_ROWS = 20
+N_COLS = 10
 
 
 def spec_cells(piece, rot):
@@ -279,14 +280,13 @@ def test_np_take_gathers_play_the_same_games_as_fancy_indexing():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from bench_tetris_env import plain_gathers_tetris
 
-    ours, plain = (
-        Tetris(num_envs=64, seed=5, log_interval=16),
-        plain_gathers_tetris()(num_envs=64, seed=5, log_interval=16),
-    )
+    ours = Tetris(num_envs=64, seed=5, log_interval=16)
+    plain = plain_gathers_tetris()(num_envs=64, seed=5, log_interval=16)
     actions = np.random.default_rng(0).integers(0, 7, (1500, 64))
     ended = 0
     for step_actions in actions:
-        a, b = ours.step(step_actions), plain.step(step_actions)
+        a = ours.step(step_actions)
+        b = plain.step(step_actions)
         for x, y in zip(a[:4], b[:4]):
             np.testing.assert_array_equal(x, y)
         assert a[4] == b[4]
@@ -336,7 +336,8 @@ def test_same_seed_same_games_other_seed_other_games():
     assert (a == random_stream(Tetris(num_envs=16), 1000, reset_seed=7)).all()
     assert not (a == random_stream(Tetris(num_envs=16), 1000, reset_seed=8)).all()
     # The constructor's seed alone (no reset) also fixes the games.
-    first, second = Tetris(num_envs=16, seed=5), Tetris(num_envs=16, seed=5)
+    first = Tetris(num_envs=16, seed=5)
+    second = Tetris(num_envs=16, seed=5)
     assert (first.observations == second.observations).all()
 
 
@@ -374,7 +375,8 @@ def first_episodes(policy, num_envs, seed=3):
     """Length and return of each game's first episode (each fully observed, so unbiased)."""
     env = Tetris(num_envs=num_envs, seed=seed, log_interval=10**9)
     rng = np.random.default_rng(seed)
-    returns, lengths = np.zeros(num_envs), np.zeros(num_envs)
+    returns = np.zeros(num_envs)
+    lengths = np.zeros(num_envs)
     running = np.ones(num_envs, dtype=bool)
     while running.any():
         _, rewards, terminals, truncations, _ = env.step(policy(rng, num_envs))

@@ -33,7 +33,9 @@ class Scripted(pufferlib.PufferEnv):
         self.single_observation_space = gymnasium.spaces.Box(0, 1e9, (1,), np.float32)
         self.single_action_space = gymnasium.spaces.Discrete(2)
         self.num_agents = 2
-        self.delay, self.fail_at, self.steps = delay, fail_at, 0
+        self.delay = delay
+        self.fail_at = fail_at
+        self.steps = 0
         super().__init__(buf)
 
     def reset(self, seed=None):
