@@ -31,8 +31,10 @@ def main():
     rows = [["1: venv, install, train PPO on Tetris for 300k steps", took["1"]], ["2: the tests", took["2"]]]
     notes = [f"One run of .ci/run: a fresh copy of the repository, the packages in pip's reach; {passed} tests."]
     table = dict(columns=columns, rows=rows, notes=notes)
-    # the times depend on what the two lines run: the install (pyproject.toml, constraints.txt), ppo_tetris.py
+    # the times depend on what the two lines run: the install (pyproject.toml, constraints.txt), ppo_tetris.py, and
+    # the tests (their number and time; they import every script, and so every common/ module)
     depends_on = [".ci/run", "pyproject.toml", "constraints.txt", "ppo_tetris.py"]
+    depends_on += sorted(str(path.relative_to(ROOT)) for path in (ROOT / "tests").glob("*.py"))
     results.save("setup", (time.time() - start) / 60, table=table, runs=[values], values=values, depends_on=depends_on)
 
 
