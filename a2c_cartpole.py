@@ -1,4 +1,4 @@
-"""Synchronous A2C (Mnih et al. 2016, as in Stable-Baselines3 and skrl's A2C) on any Gymnasium env.
+"""Synchronous A2C (Mnih et al. 2016; as in Stable-Baselines3's a2c/a2c.py and skrl's A2C) on any Gymnasium env.
 
 Read top to bottom: Args and defaults, network, rollout, GAE, loss, evaluation, train(). The run's plumbing
 (checkpoints, --resume, Ctrl-C, torchrun) is common/run.py's; everything that learns is here. Actions: Discrete,
@@ -8,7 +8,7 @@ right that popular A2C code often does not:
   * Gymnasium 1.x vector envs reset on the *next* step by default; ours (common/gym_envs.py) resets in the same
     step, as gymnasium's SAME_STEP mode does, and hands over the true final observation;
   * time-limit truncation is not termination: the truncated step's reward gets `gamma * V(final_obs)`
-    folded in (as SB3 does), termination bootstraps nothing;
+    folded in (as SB3's common/on_policy_algorithm.py does), termination bootstraps nothing;
   * evaluation uses the training run's observation statistics, frozen, never its own;
   * a Gaussian's log-probability is that of the action it sampled; only the env sees it clipped to bounds, and
     its mean stays inside them (tanh), so a saturated policy still tries actions on both sides of its bound.
@@ -17,6 +17,10 @@ right that popular A2C code often does not:
     python a2c_cartpole.py --env-id Acrobot-v1 --total-timesteps 500000
     python a2c_cartpole.py --env-id HalfCheetah-v5                 # Box actions: the continuous defaults
     python a2c_cartpole.py --eval-checkpoint runs/<run>/a2c_cartpole.pt --eval-episodes 20
+
+Other projects named in this file are read at: Stable-Baselines3 (SB3) 2.9.2, skrl 1.4.3 (its A2C:
+skrl/agents/torch/a2c/a2c.py), CleanRL at commit fe8d8a03, RL Zoo (rl-baselines3-zoo) at commit 22e3ff24,
+PufferLib 3.0.0.
 """
 
 import contextlib
@@ -52,11 +56,11 @@ class Args(run.RunArgs):
     num_envs: int = 16
     """the number of parallel environments, per rank under torchrun"""
     num_steps: int = 5
-    """the rollout length: steps per env per update, SB3's n_steps"""
+    """the rollout length: steps per env per update, SB3's n_steps (a2c/a2c.py)"""
     learning_rate: float = 1e-3
     """the learning rate of the optimizer"""
     optimizer: Literal["rmsprop", "adam"] = "rmsprop"
-    """RMSprop(alpha=0.99, eps=1e-5) as in SB3 and the A2C paper, or Adam(eps=1e-5)"""
+    """RMSprop(alpha=0.99, eps=1e-5) as in SB3's a2c/a2c.py, or Adam(eps=1e-5)"""
     anneal_lr: bool = True
     """linearly anneal the learning rate to 0 over the run"""
     gamma: float = 0.99
@@ -64,7 +68,8 @@ class Args(run.RunArgs):
     gae_lambda: float = 1.0
     """the GAE lambda; 1.0: n-step returns, as in classic A2C"""
     vf_coef: float = 1.0
-    """the value-loss coefficient, on half the squared error as in CleanRL: SB3's vf_coef 0.5 on plain MSE is our 1.0"""
+    """the value-loss coefficient, on half the squared error as in CleanRL's ppo.py: SB3's vf_coef 0.5 on plain MSE
+    is our 1.0; skrl's A2C (plain MSE at weight 1, no coefficient) is our 2.0"""
     ent_coef: float = 0.0
     """the entropy-bonus coefficient"""
     max_grad_norm: float = 0.5
@@ -74,7 +79,7 @@ class Args(run.RunArgs):
     norm_obs: bool = True
     """normalize observations by their running mean/std, clipped to +-10 (frozen for evaluation, saved)"""
     norm_reward: bool = False
-    """divide rewards by the running std of the discounted return, clipped to +-10, as SB3's VecNormalize"""
+    """divide rewards by the running std of the discounted return, clipped to +-10, as SB3's VecNormalize does"""
     reward_scale: float = 0.1
     """multiply rewards by this for learning; episode returns are logged unscaled"""
     mini_batches: int = 1
@@ -104,9 +109,10 @@ class Args(run.RunArgs):
 # Args holds the defaults for Discrete and MultiDiscrete actions (measured on CartPole-v1, Acrobot-v1, MountainCar-v0).
 # Why --reward-scale 0.1 for CartPole: its discounted returns reach ~100, and with a shared backbone a value loss on
 # targets that large swamps the policy gradient (deterministic eval then stalled at 100-250 for 100k+ steps).
-# Box actions: one set for every continuous-control task, as CleanRL's ppo_continuous_action.py has, measured on
-# Pendulum-v1 and HalfCheetah-v5. Rewards are normalized, as the return's scale differs from task to task. gamma 0.95:
-# Pendulum learns on 7 seeds of 8 (0.99: 1 of 3); MuJoCo locomotion goes further with --gamma 0.99 (docs/a2c.md).
+# Box actions: one set for every continuous-control task, as CleanRL's cleanrl/ppo_continuous_action.py has,
+# measured on Pendulum-v1 and HalfCheetah-v5. Rewards are normalized, as the return's scale differs from task to task.
+# gamma 0.95: Pendulum learns on 7 seeds of 8 (0.99: 1 of 3); MuJoCo locomotion goes further with --gamma 0.99
+# (docs/a2c.md).
 CONTINUOUS = dict(
     total_timesteps=1_000_000,
     num_steps=8,
@@ -122,10 +128,10 @@ CONTINUOUS = dict(
 MEMORY = dict(
     total_timesteps=1_000_000, num_steps=16, learning_rate=3e-3, gae_lambda=0.95, reward_scale=1.0, hidden_size=128
 )
-# Sets of one env's own, as RL Zoo keeps one per env. LunarLander-v3 (-50 at the Discrete defaults in 500k steps):
-# RL Zoo's gamma 0.995, returns x 0.01, normalized advantages, 64 envs, twice the learning rate; still flaky
-# (docs/classic_control.md). Pendulum-v1: a wider first noise (std 1), twice the learning rate, entropy 1e-3 (measured
-# on seeds 11-26: docs/a2c.md).
+# Sets of one env's own, as RL Zoo's hyperparams/a2c.yml keeps one per env. LunarLander-v3 (-50 at the Discrete
+# defaults in 500k steps): RL Zoo's gamma 0.995, returns x 0.01, normalized advantages, 64 envs, twice the learning
+# rate; still flaky (docs/classic_control.md). Pendulum-v1: a wider first noise (std 1), twice the learning rate,
+# entropy 1e-3 (measured on seeds 11-26: docs/a2c.md).
 PER_ENV = {
     "LunarLander-v3": dict(
         total_timesteps=500_000,
@@ -173,7 +179,7 @@ class Agent(nn.Module):
     """Shared MLP backbone (with --lstm, then an LSTM or GRU) with a policy head and a value head. The policy is a
     categorical per action dimension (Discrete: one; MultiDiscrete: one per dimension, log-probabilities and
     entropies summed) or, for Box actions, a diagonal Gaussian whose log-std is a parameter of its own, not a
-    function of the state (as SB3 and CleanRL's ppo_continuous_action.py)."""
+    function of the state (as SB3's common/distributions.py and CleanRL's cleanrl/ppo_continuous_action.py)."""
 
     def __init__(self, obs_dim: int, action_space, args: Args):
         super().__init__()
@@ -190,12 +196,13 @@ class Agent(nn.Module):
             self.nvec = [] if box else action_space.nvec.tolist()
         outputs = action_space.shape[0] if box else sum(self.nvec)
         # Small policy-head init keeps the first policy near uniform (or the Gaussian near its mean of 0); value
-        # head at unit scale: SB3's orthogonal gains.
+        # head at unit scale: SB3's orthogonal gains (common/policies.py).
         self.policy_head = layer_init(nn.Linear(args.hidden_size, outputs), std=0.01)
         self.value_head = layer_init(nn.Linear(args.hidden_size, 1), std=1.0)
         self.log_std = nn.Parameter(torch.full((outputs,), args.log_std_init)) if box else None
-        # A bounded Box's mean is kept inside its bounds, mid + half * tanh, as in skrl's Pendulum example (2 * tanh):
-        # a mean far outside clips every sample to one action, and learning stops (Pendulum seed 4's mean reached 15.8).
+        # A bounded Box's mean is kept inside its bounds, mid + half * tanh, as in skrl's Pendulum examples (2 * tanh,
+        # docs/source/examples/gymnasium/torch_gymnasium_pendulum_ppo.py): a mean far outside clips every sample to
+        # one action, and learning stops (Pendulum seed 4's mean reached 15.8).
         low = action_space.low if box else np.inf
         high = action_space.high if box else np.inf
         self.bounded = bool(np.isfinite(low).all() and np.isfinite(high).all())
@@ -272,7 +279,7 @@ class Agent(nn.Module):
 
 
 def make_optimizer(agent: nn.Module, name: str, learning_rate: float) -> torch.optim.Optimizer:
-    if name == "rmsprop":  # RMSprop(alpha=0.99, eps=1e-5): SB3's, and the A2C paper's
+    if name == "rmsprop":  # RMSprop(alpha=0.99, eps=1e-5): SB3's (a2c/a2c.py)
         return torch.optim.RMSprop(agent.parameters(), lr=learning_rate, alpha=0.99, eps=1e-5)
     return torch.optim.Adam(agent.parameters(), lr=learning_rate, eps=1e-5)
 
@@ -385,8 +392,9 @@ def compute_gae(rewards, values, dones, next_value, gamma: float, gae_lambda: fl
 def a2c_loss(logprobs, entropy, new_values, advantages, returns, *, vf_coef: float, ent_coef: float):
     """The A2C objective: -E[A * log pi(a|s)] + vf_coef * E[(R - V(s))^2] / 2 - ent_coef * E[H].
 
-    The value loss is half the mean squared error, as in CleanRL's ppo.py and PufferLib 3.0's pufferl.py, so
-    `losses/value_loss` compares across scripts; SB3's vf_coef 0.5 with plain MSE is our 1.0 with the 1/2.
+    The value loss is half the mean squared error, as in CleanRL's cleanrl/ppo.py and PufferLib's pufferlib/pufferl.py,
+    so `losses/value_loss` compares across scripts; SB3's vf_coef 0.5 with plain MSE (a2c/a2c.py) is our 1.0 with the
+    1/2, and skrl's A2C, plain MSE at weight 1 with no coefficient, is our 2.0.
     Advantages and returns are constants here (computed from the rollout), so only log pi and V carry
     gradients. Returns (loss, policy_loss, value_loss, entropy_mean).
     """
@@ -503,7 +511,7 @@ def train(args: Args) -> dict:
     try:
         for update in range(start_update + 1, num_updates + 1):
             global_step = update * update_size  # once this update is done
-            if args.anneal_lr:  # CleanRL's linear anneal to 0, from where this run's line starts (run.restore)
+            if args.anneal_lr:  # cleanrl/ppo.py's linear anneal to 0, from where this run's line starts (run.restore)
                 frac = 1.0 - (update - 1 - schedule["update"]) / (num_updates - schedule["update"])
                 rates["learning_rate"] = frac * schedule["learning_rate"]
                 optimizer.param_groups[0]["lr"] = rates["learning_rate"]

@@ -1,5 +1,8 @@
 """PufferLib 3.0-style PPO (the loop of PufferLib's pufferl.py) in one file, correct where PufferLib is not.
 
+Other projects named in this file, as read: PufferLib 3.0.0 (pufferlib/pufferl.py), pufferlib-core 3.0.5
+(pufferlib/vector.py, pufferlib/emulation.py), CleanRL at commit fe8d8a03, SB3 2.9.2, ale-py 0.12.1.
+
 Read top to bottom: Args and per-env defaults, network, experience buffer, rollout, advantages, prioritized rows,
 loss, evaluation, train(). From PufferLib: async env groups (recv(group) -> policy -> send(actions)), a (segments x
 horizon) buffer whose rows are the unit of sampling and of LSTM sequences (a multi-agent env is just more agents),
@@ -82,7 +85,7 @@ class Args(run.RunArgs):
     vf_clip_coef: float = 0.2
     """the value may move at most this far from the rollout's estimate"""
     vf_coef: float = 1.0
-    """the value-loss coefficient; the value loss is 0.5 x the squared error, as in CleanRL and pufferl.py"""
+    """the value-loss coefficient; the value loss is 0.5 x the squared error, as in CleanRL's ppo.py and pufferl.py"""
     ent_coef: float = 0.1
     """the entropy-bonus coefficient"""
     anneal_ent: bool = True
@@ -108,7 +111,7 @@ class Args(run.RunArgs):
     activation: Literal["tanh", "relu"] = "relu"
     """the encoder's nonlinearity"""
     separate_critic: bool = False
-    """the value head gets an encoder of its own, as CleanRL's MuJoCo agent (with --lstm: off unless given)"""
+    """the value head gets an encoder of its own, as CleanRL's ppo_continuous_action.py's (--lstm: off unless given)"""
     lstm: bool = False
     """an LSTM between the encoder and the heads (for the memory envs: cartpole-novel, repeat-previous-easy)"""
     lstm_hidden_size: int = 64
@@ -177,8 +180,9 @@ ENV_DEFAULTS = {
         separate_critic=True,
     ),
     # mpe-spread and any PettingZoo env: the env is the cost, so 2 sleeping workers step one group each while the
-    # policy runs on the other. pufferl.py's MPE settings, with a larger entropy bonus and twice its value term
-    # (vf_coef 0.88 where pufferl.py has 0.44). 100 evaluation envs: enough to tell a team from random play.
+    # policy runs on the other. One update epoch, PufferLib 3.0.0's default (pufferlib/config/default.ini); the other
+    # values are not PufferLib's (its 3.0.0 release has no MPE config); an entropy bonus of 0.01 keeps the policy
+    # from collapsing. 100 evaluation envs: enough to tell a team from random play.
     "pettingzoo": dict(
         total_timesteps=7_500_000,
         num_envs=128,
@@ -215,7 +219,8 @@ ENV_DEFAULTS = {
     # clip 0.1 (the value's too), rewards clipped to [-1, 1] for learning, the Nature CNN's 512 features. Rows of one
     # step: a minibatch is 256 steps drawn from the whole rollout, as CleanRL's are (rows of 16 steps learned
     # Breakout far more slowly: docs/atari.md). With --lstm: rows of 128 steps, an LSTM of 128, as ppo_atari_lstm.py.
-    # Evaluation plays whole games, sampling actions (as CleanRL's evaluation), up to ALE's 108,000-frame cap.
+    # Evaluation plays whole games, sampling actions (as cleanrl_utils/evals/ppo_eval.py), up to ALE's 108,000-frame
+    # cap (ale-py's vector_env.py default).
     "atari": dict(
         total_timesteps=10_000_000,
         num_envs=8,
@@ -359,8 +364,9 @@ class Policy(nn.Module):
         self.critic = layer_init(nn.Linear(head_size, 1), std=1.0)
         box = isinstance(action_space, gym.spaces.Box)  # a Gaussian's log-std: std 1 at the start
         self.log_std = nn.Parameter(torch.zeros(outputs)) if box else None
-        # --separate-critic: the value loss shapes only the critic's own features (as in CleanRL's and SB3's MuJoCo
-        # agents). Drawn last, so a shared policy's initial weights are what they were before the flag.
+        # --separate-critic: the value loss shapes only the critic's own features (as in CleanRL's
+        # ppo_continuous_action.py and SB3's default MlpPolicy, net_arch pi and vf apart). Drawn last, so a shared
+        # policy's initial weights are what they were before the flag.
         self.critic_encoder = encoder() if args.separate_critic else None
 
     def initial_state(self, n: int, device: torch.device):
@@ -767,7 +773,7 @@ def ppo_loss(new_logprobs, new_values, entropy, mb: dict, *, weights, clip_coef,
     entropy_mean = (entropy * masks).sum() / count
     loss = pg_loss + vf_coef * v_loss - ent_coef * entropy_mean
     with torch.no_grad():
-        # CleanRL's two estimators of KL(old || new): -log r, and the low-variance (r - 1) - log r
+        # CleanRL's ppo.py's two estimators of KL(old || new): -log r, and the low-variance (r - 1) - log r
         old_approx_kl = (-logratio * masks).sum() / count
         approx_kl = (((ratio - 1) - logratio) * masks).sum() / count
         clipfrac = (((ratio - 1.0).abs() > clip_coef).float() * masks).sum() / count
@@ -1075,7 +1081,8 @@ def train(args: Args) -> dict:
             episode_returns, episode_lengths, episode_agents = episodes.log.pop()
             pooled = distributed.pool(world, episode_returns, episode_lengths, episode_agents, infos, [stop.requested])
             episode_returns, episode_lengths, episode_agents, infos, stops = pooled
-            # As CleanRL: the last minibatch's losses, and the fraction clipped over all of the update's minibatches
+            # As CleanRL's ppo.py: the last minibatch's losses, and the fraction clipped over all of the update's
+            # minibatches (pufferl.py logs every loss, KL and clipfrac as the mean over all minibatches)
             scalars = {f"losses/{key}": value.item() for key, value in losses.items()}
             scalars["losses/clipfrac"] = torch.stack(clipfracs).mean().item()
             scalars["losses/explained_variance"] = logs.explained_variance(values[masks > 0], returns[masks > 0])

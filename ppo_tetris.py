@@ -1,4 +1,5 @@
 """PPO (Schulman et al. 2017, laid out as CleanRL's ppo.py) on our numpy Tetris, sized for a 2-core laptop CPU.
+CleanRL here and below is its cleanrl/ppo.py at commit fe8d8a03.
 
 Read top to bottom: Args, network, storage and rollout, GAE, loss, evaluation, train(). The run's plumbing
 (checkpoints, --resume, Ctrl-C, torchrun) is common/run.py's; everything that learns is here.
@@ -111,7 +112,8 @@ def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.
 
 
 class Agent(nn.Module):
-    """MLP 234-256-256 shared by a policy head and a value head (CleanRL's ppo.py agent, wider)."""
+    """MLP 234-256-256 (ReLU) shared by a policy head and a value head. CleanRL's ppo.py agent has two separate
+    64-64 Tanh MLPs instead; its layer_init (orthogonal; std 0.01 for the policy head, 1.0 for the value) is kept."""
 
     def __init__(self, obs_dim: int, num_actions: int, hidden_size: int = 256):
         super().__init__()
@@ -221,7 +223,7 @@ def ppo_loss(
 
     Returns (loss, pg_loss, v_loss, entropy, old_approx_kl, approx_kl, clipfrac); only `loss` needs gradients.
     old_approx_kl is E[-log r], approx_kl the low-variance estimator E[(r - 1) - log r] (Schulman's "Approximating
-    KL"), both logged as CleanRL logs them.
+    KL"), both logged as CleanRL's ppo.py logs them.
     """
     old_logprobs = mb["logprobs"]
     old_values = mb["values"]

@@ -9,9 +9,10 @@ excluded), and evaluations every 100k steps for a learning-curve picture.
     python benchmarks/bench_a2c_continuous.py --envs Pendulum-v1 --set gamma=0.95 --tag g95 --seeds 11 12 13
     python benchmarks/bench_a2c_continuous.py --plot docs/a2c_continuous.png
 
-SB3 (rl-baselines3-zoo hyperparams/a2c.yml): Pendulum-v1 with gSDE (log_std_init -2, no orthogonal init),
-8 envs x 8 steps, gamma 0.9, lambda 0.9, vf_coef 0.4, RMSprop, learning rate 7e-4 annealed linearly,
-VecNormalize (gamma 0.9); HalfCheetah: VecNormalize on A2C's defaults (1 env, 5 steps, 7e-4). Also
+SB3 2.9.2's A2C with RL Zoo's settings (rl-baselines3-zoo's hyperparams/a2c.yml at commit 22e3ff24): Pendulum-v1
+with gSDE (log_std_init -2, no orthogonal init), 8 envs x 8 steps, gamma 0.9, lambda 0.9, vf_coef 0.4, RMSprop,
+learning rate 7e-4 annealed linearly, VecNormalize (gamma 0.9); HalfCheetah (its HalfCheetah-v4 entry): VecNormalize
+on A2C's defaults (1 env, 5 steps, 7e-4). Also
 LunarLander-v3 (Discrete actions; `--envs LunarLander-v3 --learners sb3 --total-timesteps 500000`): 8 envs x 5
 steps, gamma 0.995, learning rate 8.3e-4 annealed, ent_coef 1e-5, nothing normalized. Ours runs its defaults. Each
 run is a subprocess pinned to one core; a finished run's result is kept under --out, so rerunning only runs what is
@@ -45,8 +46,8 @@ import results as results_module  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL_EVERY = 100_000
-# RL Zoo's published A2C agents (github.com/DLR-RM/rl-baselines3-zoo, benchmark.md; mean, std): one tuned agent
-# each, deterministic evaluation; HalfCheetah is v3 there
+# RL Zoo's published A2C agents (github.com/DLR-RM/rl-baselines3-zoo, benchmark.md at commit 22e3ff24; mean, std):
+# one tuned agent each, deterministic evaluation; HalfCheetah is v3 there
 RL_ZOO = {"Pendulum-v1": (-162.965, 103.210), "HalfCheetah-v5": (3041.174, 157.265)}
 RL_ZOO["LunarLander-v3"] = (155.751, 80.419)  # 200k steps, v2 there
 # Our runs of SB3 2.9.2's A2C with RL Zoo's settings (sb3_run below), recorded: they do not depend on our code, so the
@@ -97,7 +98,7 @@ def sb3_run(env_id: str, seed: int, total: int, out: str) -> None:
         n_envs = 8
     else:
         hyper, n_envs = {}, 1
-    normalize = env_id != "LunarLander-v3"  # RL Zoo normalizes neither observations nor rewards there
+    normalize = env_id != "LunarLander-v3"  # RL Zoo's a2c.yml normalizes neither observations nor rewards there
     env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
     env = VecNormalize(env, gamma=hyper.get("gamma", 0.99), norm_obs=normalize, norm_reward=normalize)
     model = A2C("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **hyper)

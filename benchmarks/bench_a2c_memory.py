@@ -1,7 +1,8 @@
 """Recurrent A2C on POPGym's memory tasks: a2c_cartpole.py --lstm at its POPGym defaults (and with --rnn-type gru)
 beside the same without --lstm (the memoryless control), ppo_puffer_async.py --lstm at its Gymnasium defaults,
 and sb3-contrib's RecurrentPPO with RL Zoo's tuned settings for CartPole without velocities
-(bench_lstm_cartpole_novel.py's).
+(bench_lstm_cartpole_novel.py's, from rl-baselines3-zoo's hyperparams/ppo_lstm.yml, CartPoleNoVel-v1, at commit
+22e3ff24).
 
     pip install -e ".[bench]"                                     # stable-baselines3, sb3-contrib, matplotlib
     python benchmarks/bench_a2c_memory.py                         # the docs' table: 3 seeds, 1M steps, ~25 min

@@ -10,9 +10,10 @@
 Both learners get a deterministic (argmax) evaluation of 10 episodes every 10k env steps. Per seed it reports:
 steps to the first eval >= 475; "stable solve", the steps after which every later eval stays >= 475 (none if the
 last eval fails); the share of evals >= 475 after the first hit; and training SPS with evaluation time excluded.
-Ours runs its defaults (100k steps, in this process). SB3 runs the RL Zoo CartPole-v1 settings (8 envs, n_steps 5,
-RMSprop 7e-4, ent 0.0, 500k steps): its learning runs do not depend on our code, so the table shows SB3_RECORDED,
-our recorded runs of it, labelled so, unless --rerun-sb3 is given.
+Ours runs its defaults (100k steps, in this process). SB3 runs RL Zoo's CartPole-v1 settings (rl-baselines3-zoo's
+hyperparams/a2c.yml at commit 22e3ff24, on SB3 2.9.2's A2C defaults: 8 envs, n_steps 5, RMSprop 7e-4, ent 0.0, 500k
+steps): its learning runs do not depend on our code, so the table shows SB3_RECORDED, our recorded runs of it,
+labelled so, unless --rerun-sb3 is given.
 
 The SPS ratio is always measured in the run: per seed, ours at SB3's settings (8 envs, n_steps 5, RMSprop 7e-4
 constant, no observation normalization) and SB3 train side by side, --sps-timesteps steps each, one on each of
@@ -55,7 +56,7 @@ SB3_RECORDED = {
     4: (10_000, 210_000, 0.76, 9413),
     5: (20_000, 180_000, 0.78, 9322),
 }
-# SB3's CartPole-v1 settings as our flags spell them (for the SPS pairs)
+# SB3's A2C at RL Zoo's CartPole-v1 settings as our flags spell them (for the SPS pairs)
 SB3_SETTINGS = dict(num_envs=8, num_steps=5, learning_rate=7e-4, norm_obs=False, anneal_lr=False)
 
 

@@ -4,9 +4,10 @@ with CnnPolicy) at CleanRL's settings, where a step's time goes, and learning at
     python benchmarks/bench_atari.py --speed --cleanrl CLEANRL_CLONE         # SPS side by side; ~10 min
     python benchmarks/bench_atari.py --learn --cleanrl CLEANRL_CLONE         # Breakout and Pong, seeds 1-3, both
 
-CLEANRL_CLONE is a clone of github.com/vwxyzjn/cleanrl holding CLEANRL_COMMIT; its ppo_atari.py (and the
-cleanrl_utils/atari_wrappers.py it imports) are written out with the edits below, the fewest that Gymnasium 1.x and
-ale-py 0.12 need. Needs `pip install -e ".[atari,bench]"` (ale-py; SB3 and OpenCV for CleanRL's and SB3's wrappers).
+CLEANRL_CLONE is a clone of github.com/vwxyzjn/cleanrl holding CLEANRL_COMMIT; its ppo_atari.py is written out with
+the edits below, the fewest that Gymnasium 1.x and ale-py 0.12 need, beside the cleanrl_utils/atari_wrappers.py it
+imports (unchanged). Needs `pip install -e ".[atari,bench]"` (ale-py; SB3 for its PPO; OpenCV for Gymnasium's
+ResizeObservation in CleanRL's make_env and for SB3's WarpFrame in its make_atari_env).
 
 Speed: each learner trains --speed-steps agent steps with both cores, one after the other, twice over in alternation
 (ours, CleanRL's, SB3's, ours, ...); a row's SPS is the better of its two, the ratio is against CleanRL's.
@@ -36,10 +37,11 @@ import results as results_module  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 GAMES = {"breakout": "BreakoutNoFrameskip-v4", "pong": "PongNoFrameskip-v4"}
 CLEANRL_COMMIT = "fe8d8a03c41a7ef5b523e2e354bd01c363e786bb"
-# CleanRL's ppo_atari.py was written for Gymnasium 0.29. The edits: register ale-py's envs (Gymnasium 1.x no longer
-# finds them itself); the two wrappers' new names; the vector env's same-step autoreset, which 0.29 did and 1.x no
-# longer does by default (without it, each life's end hands the learner one step across the reset); and episode
-# logging from 1.x's final_info, a dict of arrays where 0.29 had a list of dicts.
+# CleanRL's ppo_atari.py was written for Gymnasium 0.29 (its pyproject.toml at CLEANRL_COMMIT pins 0.29.1). The
+# edits: register ale-py's envs (Gymnasium 1.x no longer finds them itself); the two wrappers' new names; the vector
+# env's same-step autoreset, which 0.29 did and 1.x no longer does by default (without it, each life's end hands the
+# learner one step across the reset); and episode logging from 1.x's final_info, a dict of arrays where 0.29 had a
+# list of dicts.
 CLEANRL_EDITS = [
     ("import gymnasium as gym\n", "import ale_py\nimport gymnasium as gym\n\ngym.register_envs(ale_py)\n"),
     ("gym.wrappers.GrayScaleObservation(env)", "gym.wrappers.GrayscaleObservation(env)"),
@@ -66,9 +68,10 @@ CLEANRL_EDITS = [
 """,
     ),
 ]
-# CleanRL's ppo_atari_envpool.py was written for envpool 0.6 and gym 0.23 (a 4-tuple step). With envpool 1.2.5, whose
-# env_type="gym" envs follow Gymnasium's API (a 5-tuple step, reset returning (obs, info), the single spaces already
-# set and read-only), the fewest edits that run it:
+# CleanRL's ppo_atari_envpool.py was written for envpool 0.6 and gym 0.23 (a 4-tuple step; its pyproject.toml at
+# CLEANRL_COMMIT: envpool>=0.6.4,<0.7, gym==0.23.1). With envpool 1.2.5, whose env_type="gym" envs are Gymnasium envs
+# (a 5-tuple step, reset returning (obs, info), num_envs and the single spaces read-only properties: its
+# envpool/registration.py and envpool/python/gymnasium_envpool.py), the fewest edits that run it:
 ENVPOOL_EDITS = [
     (
         "        observations = super().reset(**kwargs)\n",
@@ -403,7 +406,7 @@ def main():
     parser.add_argument(
         "--envpool-python",
         help="with --speed: a Python that has envpool 1.2.5, gym 0.26, torch, tyro and tensorboard, to run CleanRL's "
-        "ppo_atari_envpool.py too (envpool needs the old gym, so it lives in a venv of its own)",
+        "ppo_atari_envpool.py too (that script imports the old gym, so it lives in a venv of its own)",
     )
     parser.add_argument("--speed-steps", type=int, default=40_960)
     parser.add_argument("--rounds", type=int, default=2)

@@ -35,19 +35,19 @@ ENVS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "LunarLander-v3"]
 # Evaluations every ~25k steps: a2c_cartpole.py's updates are 16 x 5 = 80 steps, ppo_puffer_async.py's 8 x 64.
 EVAL_FREQ = {"a2c_cartpole": 312, "ppo_puffer_async": 49}
 # Published figures (mean +/- std; what each measures differs, see docs/classic_control.md):
-# CleanRL ppo.py, its docs (docs.cleanrl.dev/rl-algorithms/ppo/#ppopy): 500k steps, 3 seeds, the episodic return of
-# training episodes at the end of training.
-CLEANRL_PPO = {"CartPole-v1": (492.40, 13.05), "Acrobot-v1": (-89.93, 6.34), "MountainCar-v0": (-200.00, 0.00)}
-# RL Zoo (github.com/DLR-RM/rl-baselines3-zoo, benchmark.md): one tuned agent each, deterministic evaluation;
-# (mean, std, steps).
+# CleanRL's docs/rl-algorithms/ppo.md at commit fe8d8a03 (the runs of its benchmark/ppo.sh: cleanrl/ppo.py at its
+# defaults, 500k steps, 3 seeds): the episodic return of training episodes at the end of training.
+CLEANRL_PPO = {"CartPole-v1": (490.04, 6.12), "Acrobot-v1": (-86.36, 1.32), "MountainCar-v0": (-200.00, 0.00)}
+# RL Zoo (github.com/DLR-RM/rl-baselines3-zoo, benchmark.md at commit 22e3ff24): one tuned agent each, deterministic
+# evaluation; (mean, std, steps).
 RL_ZOO_A2C = {
     "CartPole-v1": (500.0, 0.0, "500k"),
     "Acrobot-v1": (-83.353, 17.213, "500k"),
     "MountainCar-v0": (-111.263, 24.087, "1M"),
     "LunarLander-v3": (155.751, 80.419, "200k, v2"),
 }
-# Our run of SB3 2.9.2's A2C with RL Zoo's LunarLander settings, measured as this table is (500k steps, final
-# deterministic evaluation of 20 episodes), recorded: 2026-11-25, commit 33b473c, by `python
+# Our run of SB3 2.9.2's A2C with RL Zoo's LunarLander settings (hyperparams/a2c.yml), measured as this table is
+# (500k steps, final deterministic evaluation of 20 episodes), recorded: 2026-11-25, commit 33b473c, by `python
 # benchmarks/bench_a2c_continuous.py --envs LunarLander-v3 --learners sb3 --total-timesteps 500000` (which re-runs it).
 # It does not depend on our code, so it is not re-run here. {seed: final}
 SB3_A2C_LUNARLANDER_RECORDED = {1: -49.9, 2: 52.5, 3: 17.4}

@@ -1,7 +1,8 @@
 """Does torch.compile pay on a CPU at the sizes users compare at? The scripts' own networks and losses, one torch
-thread, one core: `ppo_puffer_async.py`'s minibatch step at CleanRL's ppo_continuous_action.py settings (HalfCheetah-v5
-sizes: 17 observations, 6 actions, 64 x 64, minibatches of 64 rows) and its acting step (one observation: forward
-and sample), and `a2c_cartpole.py`'s update at SB3's A2C settings (CartPole-v1, 8 envs x 5 steps, RMSprop). Each is
+thread, one core: `ppo_puffer_async.py`'s minibatch step at CleanRL's ppo_continuous_action.py settings (at commit
+fe8d8a03; HalfCheetah-v5 sizes: 17 observations, 6 actions, 64 x 64, minibatches of 64 rows) and its acting step (one
+observation: forward and sample), and `a2c_cartpole.py`'s update at the settings SB3's A2C is compared at (CartPole-v1,
+8 envs x 5 steps, RMSprop: RL Zoo v2.8.0's hyperparams/a2c.yml and SB3 2.9.2's A2C defaults). Each is
 timed eager and under torch.compile (its default inductor backend), alternating; the compile's warm-up (the first
 calls, which trace and build the C++ kernels) is timed on its own.
 
@@ -72,7 +73,7 @@ def ppo_case(rows: int = 64):
 
 
 def a2c_case(rows: int = 40):
-    """An A2C update at SB3's settings: the whole 8 x 5 rollout, RMSprop."""
+    """An A2C update at RL Zoo's CartPole-v1 settings for SB3's A2C: the whole 8 x 5 rollout, RMSprop."""
     import gymnasium as gym
 
     args = a2c_cartpole.Args(hidden_size=64)

@@ -1,7 +1,9 @@
 """Which of LeanRL's speed changes pay on a CPU? LeanRL (pytorch-labs/LeanRL) rewrites CleanRL's scripts for speed and
 measures them on a GPU; this times each of its per-step changes against what ppo_puffer_async.py does instead, at
 CleanRL's ppo_continuous_action.py settings on HalfCheetah-v5 (1 env x 2048 steps, 32 minibatches of 64, 10 epochs,
-64 x 64), where a step is per-call Python and small tensors. One core, one torch thread.
+64 x 64), where a step is per-call Python and small tensors. One core, one torch thread. LeanRL here is its
+leanrl/ppo_continuous_action_torchcompile.py at commit 8dbb633; CleanRL's is cleanrl/ppo_continuous_action.py at
+commit fe8d8a03.
 
 Each change is timed per call (the median of 5 alternating rounds, on the shapes of that run) and turned into
 microseconds per agent step (acting: once a step; an update's call: 320 per 2,048 steps). The sampling change, and all
@@ -43,7 +45,8 @@ PER_STEP = {"acting": 1.0, "update": 320 / 2048}  # calls per agent step at Clea
 
 
 def leanrl_sample(self, out, mask=None):
-    """LeanRL's sampling: mean + std * randn, no Distribution object; the log-probability in closed form from the
+    """LeanRL's draw, mean + std * randn, taken one step further: LeanRL still builds a Normal and takes its log_prob
+    (and entropy); this stand-in builds no Distribution object and takes the log-probability in closed form from the
     noise (a Gaussian's, summed over the action's dimensions: what Policy.sample returns for a Box)."""
     noise = torch.randn_like(out)
     logprobs = -0.5 * noise.square() - self.log_std - 0.5 * math.log(2 * math.pi)
@@ -129,7 +132,7 @@ def per_call() -> list:
     nothing = contextlib.nullcontext
     cases = [
         (
-            "sampling: `mean + std * randn`, no Distribution",
+            "sampling: `mean + std * randn` (LeanRL's draw), no Distribution",
             "`Normal(mean, std)`: its sample and log_prob",
             "acting",
             sample_only(plain_sample),

@@ -1,5 +1,6 @@
 """Recurrent PPO on CartPole with the velocities hidden (cartpole-novel): ppo_puffer_async.py --lstm vs
-sb3-contrib's RecurrentPPO with RL Zoo's tuned CartPoleNoVel-v1 settings, and the memoryless MLP control.
+sb3-contrib's RecurrentPPO with RL Zoo's tuned CartPoleNoVel-v1 settings (its hyperparams/ppo_lstm.yml at commit
+22e3ff2), and the memoryless MLP control.
 
     pip install -e ".[bench]"          # stable-baselines3, sb3-contrib
     python benchmarks/bench_lstm_cartpole_novel.py            # the docs' table: 13 seeds, ~20 min

@@ -31,7 +31,8 @@ from bench_classic_control import ROOT, fmt, run_one, script_flags  # noqa: E402
 import results as results_module  # noqa: E402
 
 ENVS = ["HalfCheetah", "Hopper", "Walker2d", "InvertedPendulum"]
-# CleanRL's ppo_continuous_action.py at 1M steps on the v4 envs (its docs; mean +/- std over seeds).
+# CleanRL's ppo_continuous_action.py at 1M steps on the v4 envs (mean +/- std over seeds, rounded): CleanRL's
+# docs/benchmark/ppo_continuous_action.md at commit fe8d8a03, shown on docs.cleanrl.dev's PPO page.
 CLEANRL = {
     "HalfCheetah": (1442.6, 46.0),
     "Walker2d": (2288.0, 571.8),
@@ -39,7 +40,9 @@ CLEANRL = {
     "InvertedPendulum": (963.1, 22.2),
 }
 EVAL_FREQ = {"ppo_puffer_async": 50, "a2c_cartpole": 1000}  # updates: ~100k steps at either script's defaults
-# CleanRL's ppo_continuous_action.py settings (RL Zoo's for SB3's PPO on MuJoCo too), as this script spells them
+# CleanRL's ppo_continuous_action.py settings (at fe8d8a03), as this script spells them. SB3 below takes them as
+# arguments; they are SB3 2.9.2's PPO defaults (stable_baselines3/ppo/ppo.py), which RL Zoo v2.8.0's
+# hyperparams/ppo.yml keeps for some MuJoCo tasks (its mujoco-defaults) but not HalfCheetah (tuned there).
 MATCHED = ["--num-envs", "1", "--horizon", "64", "--batch-size", "2048", "--num-minibatches", "32"]
 MATCHED += ["--update-epochs", "10", "--hidden-size", "64"]
 SB3 = """

@@ -1,7 +1,8 @@
-"""Where a PPO minibatch step's time goes at CleanRL's ppo_continuous_action.py settings (64 rows, 64 x 64, Adam), and
-what torch's fused Adam (`torch.optim.Adam(..., fused=True)`, one kernel for all of a step's tensors) would pay.
-ppo_puffer_async.py's Adam is `foreach=True` (each op of the step on all the tensors at once: the same numbers as
-torch's CPU default, which loops over the tensors, a few small ops each); ppo_tetris.py's is the default.
+"""Where a PPO minibatch step's time goes at CleanRL's ppo_continuous_action.py settings (at commit fe8d8a03: 64 rows,
+64 x 64, Adam), and what torch's fused Adam (`torch.optim.Adam(..., fused=True)`, one kernel for all of a step's
+tensors) would pay. ppo_puffer_async.py's Adam is `foreach=True` (each op of the step on all the tensors at once: the
+same numbers as torch's CPU default, which loops over the tensors, a few small ops each); ppo_tetris.py's is the
+default.
 
 Per call: the forward pass and loss, the backward pass, the gradient clipping two ways (torch's CPU default,
 foreach=True) and Adam's step three ways (torch's CPU default, foreach=True, fused=True), the median of 5 alternating

@@ -7,7 +7,8 @@ is taken.
     python benchmarks/bench_tetris_env.py --num-envs 1024 4096 --runs 3 --quick
     python benchmarks/bench_tetris_env.py --fancy-indexing         # ours against ours with x[rows] for np.take
 
-build_ocean_tetris.sh compiles Ocean's C Tetris from PufferLib 3.0.0's sdist (its full build needs network access);
+build_ocean_tetris.sh compiles Ocean's C Tetris (pufferlib/ocean/tetris/) from PufferLib 3.0.0's sdist (its full build,
+setup.py, downloads raylib and box2d);
 without --ocean, only ours is timed.
 """
 

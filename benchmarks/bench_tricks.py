@@ -12,7 +12,8 @@ The tricks and their plain forms:
 - gumbel-max: a2c_cartpole.py draws a categorical as argmax(logits + Gumbel noise); plain: Categorical(logits).sample()
 - same-step-vector-env: common/gym_envs.SameStepVectorEnv steps a2c_cartpole.py's envs; plain: Gymnasium's own
   RecordEpisodeStatistics(SyncVectorEnv(..., autoreset_mode=SAME_STEP)), which returns the same (tests/test_envs.py);
-  also at SB3's A2C settings (8 envs x 5 steps), where the env is a larger share of a step (bench_a2c_vs_sb3.py)
+  also at the settings SB3's A2C is compared at (8 envs x 5 steps: RL Zoo v2.8.0's hyperparams/a2c.yml for
+  CartPole-v1 and SB3 2.9.2's A2C defaults), where the env is a larger share of a step (bench_a2c_vs_sb3.py)
 - np-take: common/tetris.py gathers table rows with np.take(x, rows, axis=0); plain: x[rows] (ppo_tetris.py's default
   run and ppo_puffer_async.py's, both on our Tetris)
 - channels-last: ppo_puffer_async.py's CNN reads Atari's frames in channels-last layout; plain: the frames as they

@@ -8,7 +8,8 @@ to the first (pufferlib Serial sync) row of each env, and the CPU time all proce
 
 Sync = one group (--async-factor 1): the learner waits for every env, then runs the policy. Async = two
 groups: the policy runs on one group while the other steps; ours returns the groups in turn (round-robin, the
-default, reproducible), the first-ready row whichever group finished first (PufferLib's order). Rows with
+default, reproducible, as pufferlib's Multiprocessing does at its default, sync_traj=True), the first-ready row
+whichever group finished first (as pufferlib's does with sync_traj=False: pufferlib-core 3.0.5's vector.py). Rows with
 workers need as many physical cores as workers; on a shared machine the figures are noisy, so compare rows of
 the same run.
 

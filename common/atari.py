@@ -1,21 +1,27 @@
 """Atari games for ppo_puffer_async.py, through ale-py's AtariVectorEnv (C++ envs stepped by threads), in
-common/puffer_envs.py's contract: same-step resets, `final_observations`, `masks`. ale-py is GPL-2.0: an optional
-extra, `pip install -e ".[atari]"`, imported only when an Atari env is built.
+common/puffer_envs.py's contract: same-step resets, `final_observations`, `masks`. ale-py is GPL-2.0 (its LICENSE.md
+at 0.12.1): an optional extra, `pip install -e ".[atari]"`, imported only when an Atari env is built.
 
-The preprocessing is CleanRL's ppo_atari.py's (Mnih et al. 2015, Machado et al. 2018's evaluation protocol aside):
-a step is 4 frames with the last two max-pooled, observations 4 stacked 84x84 grayscale frames (uint8), up to 30
-no-ops and FIRE at the start of a game, no sticky actions, the game truncated at 108,000 frames. A lost life ends
-the learner's episode (`terminals`) but not the game; `game_over` says which steps ended a whole game, whose
-unclipped return is the one logged. Rewards arrive unclipped: the learner clips them (--reward-clamp 1).
+The preprocessing is the Nature DQN's (Mnih et al. 2015), as in CleanRL's ppo_atari.py: a step is 4 frames with the
+last two max-pooled, observations 4 stacked 84x84 grayscale frames (uint8), no sticky actions, the game truncated at
+108,000 frames. A lost life ends the learner's episode (`terminals`) but not the game; `game_over` says which steps
+ended a whole game, whose unclipped return is the one logged. Rewards arrive unclipped: the learner clips them
+(--reward-clamp 1).
 
-One difference from CleanRL's wrappers: CleanRL presses FIRE after every lost life (its env resets per life); ALE
-presses it only when a game starts, so after a lost life the policy presses FIRE itself (one of Breakout's 4
-actions)."""
+Where it differs from CleanRL's wrappers (CleanRL at fe8d8a03: cleanrl/ppo_atari.py's make_env and
+cleanrl_utils/atari_wrappers.py; ours: ale-py 0.12.1's src/ale/vector/preprocessed_env.cpp at the defaults of its
+vector_env.py, noop_max=30 and use_fire_reset=True). A game starts with FIRE for one frame and then 0-28 no-op
+frames (CleanRL: 1-30 no-op frames, then FIRE and action 2 for a 4-frame step each). After a lost life CleanRL's env
+resets (a no-op step, FIRE and action 2, a fresh frame stack); ALE's plays on, so the policy presses FIRE itself
+(one of Breakout's 4 actions). ALE makes each frame gray (Rec. 601 weights) before it max-pools and resizes it;
+CleanRL max-pools in colour, resizes, then makes it gray (Gymnasium's GrayscaleObservation, Rec. 709 weights). The
+logged episode lengths count agent steps; CleanRL's count frames (its RecordEpisodeStatistics wraps the env of
+single frames). docs/atari.md has the table."""
 
 import numpy as np
 
 FRAMESKIP = 4
-MAX_FRAMES = 108_000  # ALE's standard cap on a game: 30 minutes at 60 frames a second
+MAX_FRAMES = 108_000  # ALE's standard cap on a game (ale-py 0.12.1's vector_env.py default): 30 minutes at 60 fps
 
 
 def game_name(env_id: str) -> str:
@@ -47,7 +53,7 @@ class AtariEnvs:
     """`num_envs` games in `groups` AtariVectorEnvs of num_envs / groups games each (common/vector.py's protocol:
     async_reset, recv, send). recv returns the groups in turn, so while the policy acts for one group, ALE's threads
     step the others, and a run is the same at a fixed seed. `render`: a twin of game 0 (the same seed, sent the same
-    actions) returns its full 210x160 RGB screen, for videos (AtariVectorEnv has no render())."""
+    actions) returns its full 210x160 RGB screen, for videos (ale-py 0.12.1's AtariVectorEnv has no render())."""
 
     def __init__(self, game: str, num_envs: int, *, groups=1, threads=2, max_frames=MAX_FRAMES, render=False):
         ale_py = import_ale()
@@ -57,6 +63,9 @@ class AtariEnvs:
         self.per_group = num_envs // groups
         self.envs = []
         for _ in range(groups):
+            # Beside CleanRL at fe8d8a03: its NoFrameskip-v4 envs have no sticky actions (ale-py 0.12.1's
+            # registration.py) and its EpisodicLifeEnv ends the learner's episode at a lost life
+            # (cleanrl_utils/atari_wrappers.py).
             env = ale_py.vector_env.AtariVectorEnv(
                 game,
                 self.per_group,

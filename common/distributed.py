@@ -2,7 +2,8 @@
 its own envs, starts from rank 0's weights, and after every backward pass averages its gradients with the others in
 one flat all_reduce, so the parameters stay identical, bit for bit. The same message carries what every rank must
 decide alike (a non-finite loss, approx_kl for --target-kl), so none is left waiting in a collective (CleanRL's
-ppo_atari_multigpu.py lets one rank's target_kl break leave the others hanging). One process is rank 0 of 1.
+cleanrl/ppo_atari_multigpu.py at commit fe8d8a03 breaks on its own rank's approx_kl after an epoch, which can leave
+the others hanging in the next minibatch's all_reduce). One process is rank 0 of 1.
 """
 
 import gc
@@ -14,7 +15,9 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-RANK_SEED_OFFSET = 100_000  # rank r's envs: seed + RANK_SEED_OFFSET * r + i (PufferLib's ranks all play the same)
+# rank r's envs: seed + RANK_SEED_OFFSET * r + i. PufferLib 3.0.0's pufferlib/pufferl.py seeds every rank's envs with
+# the same config seed, so its ranks all play the same games.
+RANK_SEED_OFFSET = 100_000
 
 
 @dataclass

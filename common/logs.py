@@ -1,6 +1,7 @@
 """Run names, TensorBoard writers, a console progress line, evaluation videos and GIFs, and Weights & Biases, the
 same in every script: each logs to `runs/<env>__<script>__<seed>__<time>/` with CleanRL's scalar names and its flags
-in TensorBoard's HParams table, so the runs of all three scripts compare in one `tensorboard --logdir runs`."""
+in TensorBoard's HParams table, so the runs of all three scripts compare in one `tensorboard --logdir runs`.
+(CleanRL: its cleanrl/ppo.py at commit fe8d8a03.)"""
 
 import contextlib
 import dataclasses

@@ -8,7 +8,8 @@ import torch
 
 
 class RunningMeanStd:
-    """Running mean and variance of a stream of batches (Chan et al.'s parallel update), as in SB3."""
+    """Running mean and variance of a stream of batches (Chan et al.'s parallel update), as in SB3 2.9.2's
+    common/running_mean_std.py."""
 
     def __init__(self, shape=()):
         self.mean = np.zeros(shape, np.float64)
@@ -19,7 +20,8 @@ class RunningMeanStd:
         batch = batch.reshape(-1, *self.mean.shape)
         n = len(batch)
         # numpy's batch.mean(0) and batch.var(0), bit for bit, without their Python wrappers, whose overhead adds up at
-        # CleanRL's HalfCheetah settings, where the observations' and the returns' statistics update every step
+        # CleanRL's ppo_continuous_action.py settings (HalfCheetah), where the observations' and the returns' statistics
+        # update every step
         batch_mean = batch.sum(0) / n
         batch_var = ((batch - batch_mean) ** 2).sum(0) / n
         delta = batch_mean - self.mean
@@ -63,7 +65,7 @@ def normalize_obs(obs: np.ndarray, obs_rms: Optional[RunningMeanStd], update=Fal
 
 class RewardScaler:
     """Divides rewards by the standard deviation of a running estimate of the discounted return, per env, as
-    SB3's VecNormalize does (no mean is subtracted: that would change what the best policy is), clipped to +-10.
+    SB3 2.9.2's VecNormalize does (no mean is subtracted: that would change what the best policy is), clipped to +-10.
     The return estimate restarts at every episode end, terminal or truncated: a truncated episode's value is
     bootstrapped by the learner in the same scaled units, and the next episode starts from scratch."""
 

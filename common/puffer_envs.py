@@ -1,6 +1,6 @@
 """Every env kind of ppo_puffer_async.py behind one PufferLib-style vector env (common/vector.py's protocol:
 async_reset, recv, send) and one contract: our Tetris natively, Gymnasium envs (two memory tasks for --lstm among them)
-and PettingZoo parallel envs as env objects of our own, Atari games through ALE's vector env (common/atari.py).
+and PettingZoo parallel envs as env objects of our own, Atari games through ale-py's vector env (common/atari.py).
 Every env resets in the same step an episode ends: the observation returned with `terminal | truncation` is the next
 episode's first, the step's reward and flags are the ending step's, and the episode's last observation is in
 `vecenv.final_observations` (shared memory), to bootstrap a truncation from. `masks` says which agents act on this
@@ -35,8 +35,9 @@ def final_observation_rows(final_obs_buffer, slot: int, num_agents: int, obs_sha
 class SameStepGymEnv:
     """One Gymnasium env (built by `make_env()`, observations a vector) as an env object of common/vector.py that
     resets in the step that ends an episode, as our Tetris does: the observation returned with `terminal |
-    truncation` is the next episode's first and the last one goes to `final_observations`. (pufferlib.emulation
-    resets on the next step instead, returning a reset observation with reward 0 that is no transition at all.)"""
+    truncation` is the next episode's first and the last one goes to `final_observations`. (A pufferlib.emulation
+    env is reset by pufferlib.vector's Serial.send on the next step instead, returning a reset observation with
+    reward 0 that is no transition at all: pufferlib-core 3.0.5's pufferlib/vector.py.)"""
 
     def __init__(self, make_env, final_obs_buffer=None, slot=0, buf=None, seed=0):
         self.env = make_env()
@@ -128,7 +129,8 @@ class SameStepAgents:
 
 def make_cartpole_novel() -> gym.Env:
     """CartPole-v1 observing only cart position and pole angle, the velocities hidden: the standard memory
-    test (sb3-contrib's CartPoleNoVel). A memoryless policy cannot tell which way the pole is moving."""
+    test (sb3-contrib's CartPoleNoVelEnv, in its tests/test_lstm.py at commit 0ca7fdd). A memoryless policy cannot
+    tell which way the pole is moving."""
     env = gym.make("CartPole-v1", disable_env_checker=True)
     keep = [0, 2]
     # Divided by the termination bounds (2.4, 12 degrees): both in [-1, 1] while the episode runs, where the
@@ -156,7 +158,7 @@ MEMORY_ENVS = {"cartpole-novel": make_cartpole_novel, "repeat-previous-easy": ma
 
 class NormalizedObservations:
     """A PufferLib-protocol vecenv whose observations (and final observations) are scaled by running statistics
-    of the real agents' observations it returned so far, clipped to +-10, as SB3's VecNormalize does. Frozen
+    of the real agents' observations it returned so far, clipped to +-10, as SB3 2.9.2's VecNormalize does. Frozen
     (evaluation), it scales by the statistics it was given (or a checkpoint's state of them) and never updates
     them. Agents of two or more kinds: see KindStatistics."""
 

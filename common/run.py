@@ -169,7 +169,8 @@ def start(args, script: str, required: tuple = ()):
 
 
 def count_updates(total: int, update_size: int, world_size: int, resumed: Optional[dict] = None) -> int:
-    """Whole updates of `update_size` agent steps (all ranks together) in `total`, as CleanRL counts them. A
+    """Whole updates of `update_size` agent steps (all ranks together) in `total`, as CleanRL counts them
+    (`num_iterations = total_timesteps // batch_size` in cleanrl/ppo.py and ppo_atari_multigpu.py at fe8d8a03). A
     fresh run needs at least one; a resumed one must keep its number of ranks and add at least one update."""
     if resumed is not None:
         if (saved := resumed["world_size"]) != world_size:  # an update is every rank's batch: it keeps its size

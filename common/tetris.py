@@ -1,6 +1,7 @@
 """Tetris as a vectorized numpy PufferEnv: one object steps `num_envs` games with array operations.
 
-It plays by the rules of PufferLib 3.0's "Ocean" Tetris without its bugs: docs/tetris.md has the rules and
+It plays by the rules of PufferLib 3.0's "Ocean" Tetris (the pufferlib 3.0.0 release's
+pufferlib/ocean/tetris/tetris.h; "Ocean" in this file) without its bugs: docs/tetris.md has the rules and
 where they depart from Ocean.
 Row 0 is the top; pieces are 4 cells in a 4x4 box anchored at (piece_row, piece_col), its top-left.
 

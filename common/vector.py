@@ -8,7 +8,8 @@ the envs) whose idle side sleeps instead of spinning, and whose workers cannot o
         obs, rewards, terminals, truncations, infos, agent_ids, masks = vecenv.recv()  # one group
         vecenv.send(policy(obs))                                                         # that group
 
-Why not `pufferlib.vector.Multiprocessing`: its workers and its `recv()` poll shared flags in a loop, so
+Why not `pufferlib.vector.Multiprocessing` (pufferlib-core 3.0.5's pufferlib/vector.py): its workers and its `recv()`
+poll shared flags in a loop, so
 two workers plus the learner are three busy processes; on a 2-core machine async then loses to sync. It
 also waits forever on a worker that died, and its workers outlive a learner killed with SIGKILL. Here a
 worker blocks on its command pipe, the learner blocks on the reply pipes and the workers' process
@@ -75,8 +76,9 @@ def make(
     callable / args list / kwargs dict used for all; object i is built as
     `env_creators[i](*env_args[i], buf=views of its rows, seed=seed + i, **env_kwargs[i])`.
     `num_workers` is ignored by Serial. `order`: recv() returns the groups in turn, 0, 1, ..., K-1, 0, ...
-    ("round-robin": the same data every run, whatever the workers' timing) or whichever group finished
-    first ("first-ready", PufferLib's order: the sequence depends on timing)."""
+    ("round-robin": the same data every run, whatever the workers' timing; pufferlib.vector.Multiprocessing's default
+    order too, sync_traj=True, the only one pufferlib.vector.make accepts) or whichever group finished first
+    ("first-ready": the sequence depends on timing; pufferlib.vector.Multiprocessing with sync_traj=False)."""
     if order not in ("round-robin", "first-ready"):
         raise ValueError(f"order must be round-robin or first-ready (got {order!r})")
     env_creators, env_args, env_kwargs = _per_object(env_creators, env_args, env_kwargs, num_envs)
@@ -179,6 +181,9 @@ class _VecEnv:
             truncations=self.truncations[rows],
             masks=self.masks[rows],
             actions=self.actions[rows],
+            # pufferlib-core 3.0.16 and later: set_buffers() reads this too (supervisor policies' actions, in
+            # pufferlib/pufferlib.py); nothing here writes or reads it, so each object gets a private array.
+            teacher_actions=np.zeros_like(self.actions[rows]),
         )
 
     def _rows(self, group):

@@ -196,8 +196,8 @@ def test_running_mean_std_takes_numpys_mean_and_var_bit_for_bit(shape, dtype):
 
 
 def test_loss_gradient_direction():
-    """Positive advantage raises the action's log-prob; value loss is half the MSE (CleanRL's), so --vf-coef 1.0 gives
-    SB3's total loss at its vf_coef 0.5."""
+    """Positive advantage raises the action's log-prob; value loss is half the MSE (as CleanRL's cleanrl/ppo.py at
+    fe8d8a03), so --vf-coef 1.0 gives SB3's total loss at its vf_coef 0.5 (SB3 2.9.2's a2c/a2c.py: plain MSE)."""
     logprobs = torch.tensor([-0.5, -1.0], requires_grad=True)
     values = torch.tensor([1.0, 2.0], requires_grad=True)
     loss, policy_loss, value_loss, _ = a2c.a2c_loss(
@@ -390,8 +390,8 @@ def test_bad_input_gives_one_line_error(tmp_path, argv, words):
 
 
 def test_defaults_follow_the_env(tmp_path):
-    """One set per action space, POPGym's memory set, and LunarLander-v3's own (as RL Zoo keeps one per env),
-    which --help shows."""
+    """One set per action space, POPGym's memory set, and LunarLander-v3's own (as RL Zoo's hyperparams/a2c.yml keeps
+    one per env), which --help shows."""
     assert a2c.args_for("CartPole-v1") == a2c.Args()  # Args shows the Discrete defaults
     assert dataclasses.replace(a2c.args_for("Acrobot-v1"), env_id="CartPole-v1") == a2c.Args()
     lunar = a2c.args_for("LunarLander-v3")

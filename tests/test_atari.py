@@ -1,6 +1,6 @@
 """Atari in ppo_puffer_async.py (common/atari.py): the Nature CNN's shapes, frames kept as uint8 in the buffer, whole
 games' returns against the learner's per-life episodes on a scripted game, a few real updates on Breakout, and the
-one-line errors. Needs the atari extra (ale-py, which bundles the ROMs)."""
+one-line errors. Needs the atari extra (ale-py, which bundles the ROMs: its README at 0.12.1)."""
 
 import numpy as np
 import pytest
@@ -67,8 +67,9 @@ def test_frames_are_stored_as_uint8_and_the_update_views_them_without_a_copy():
 
 
 class ScriptedALE:
-    """Stands in for one AtariVectorEnv of 2 games, returning a script of steps: (rewards, terminals, lives,
-    episode frame numbers) per recv. A game that ends is reset by ALE in the same step: its frame number drops."""
+    """Stands in for one AtariVectorEnv of 2 games, returning a script of steps: (rewards, terminals,
+    episode frame numbers) per recv. A game that ends is reset by ALE in the same step (autoreset_mode="SameStep"):
+    its frame number drops (ale-py 0.12.1's PreprocessedEnv::reset calls reset_game)."""
 
     def __init__(self, script):
         self.script = list(script)
@@ -202,8 +203,9 @@ def test_the_script_does_not_import_ale_py_until_an_atari_env_is_built():
 
 
 def test_the_video_twin_plays_the_very_game_it_records():
-    """--capture-video's frames come from a twin of game 0 (AtariVectorEnv has no render()): the same seed and the
-    same actions give the same game (rewards, lost lives, frame counts, resets), and the twin's full RGB screen."""
+    """--capture-video's frames come from a twin of game 0 (ale-py 0.12.1's AtariVectorEnv has no render()): the same
+    seed and the same actions give the same game (rewards, lost lives, frame counts, resets), and the twin's full RGB
+    screen."""
     vecenv = atari.AtariEnvs("breakout", 1, render=True)
     twin_steps = []
     twin_step = vecenv.twin.step

@@ -96,13 +96,19 @@ def test_each_readme_results_command_exists_and_shows_its_help(command):
     assert out.returncode == 0 and "usage:" in out.stdout, out.stderr[-2000:]
 
 
-def test_the_readmes_first_screen_holds_the_two_set_up_lines_ci_runs_and_the_cpu_torch_line():
-    first_screen = "\n".join(README.splitlines()[:25])
-    block = re.search(r"```bash\n(.*?)```", first_screen, re.S).group(1).strip().splitlines()
+def test_the_readmes_first_screen_holds_the_two_set_up_lines_ci_runs_and_a_line_for_a_gpu():
+    first_screen = "\n".join(README.splitlines()[:30])
+    blocks = re.findall(r"```bash\n(.*?)```", first_screen, re.S)
+    setup = blocks[0].strip().splitlines()
     ci = open(f"{ROOT}/.ci/run").read().splitlines()
-    assert len(block) == 2 and all(line in ci for line in block), block
-    assert block[0].startswith("python3 -m venv .venv && . .venv/bin/activate && ")
-    assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in first_screen
+    assert len(setup) == 2 and all(line in ci for line in setup), setup
+    assert setup[0].startswith("python3 -m venv .venv && . .venv/bin/activate && ")
+    # a laptop without an NVIDIA GPU gets torch's CPU build from the first line it runs, no CUDA build before it
+    cpu_torch = " --index-url https://download.pytorch.org/whl/cpu"
+    assert "&& pip install torch==2.13.0" + cpu_torch + " && " in setup[0]
+    # a GPU user has one line too: the same, with PyPI's torch
+    (gpu,) = blocks[1].strip().splitlines()
+    assert gpu == setup[0].replace(cpu_torch, "")
     assert "<!-- value:setup:line1 -->" in first_screen  # how long the first line takes, from a results file
 
 

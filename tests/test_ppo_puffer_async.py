@@ -817,9 +817,9 @@ def test_gymnasium_defaults_learn_acrobot(tmp_path, monkeypatch):
 
 def test_gymnasium_defaults_reach_the_mountaincar_flag(tmp_path, monkeypatch):
     """MountainCar-v0 (-1 a step until the flag, episodes cut at 200 steps: -200 means it was never reached;
-    CleanRL's PPO, and these defaults with a ReLU encoder, stay at -200): at least -175 (10 greedy episodes)
-    after 150k steps. Measured: seeds 1 / 2 / 3 give -150.0 / -141.0 / -148.2, the policy after one update -200
-    (and -119.1 for seed 1 after 250k)."""
+    CleanRL's ppo.py, per its docs/benchmark/ppo.md at fe8d8a03, and these defaults with a ReLU encoder, stay at
+    -200): at least -175 (10 greedy episodes) after 150k steps. Measured: seeds 1 / 2 / 3 give -150.0 / -141.0 /
+    -148.2, the policy after one update -200 (and -119.1 for seed 1 after 250k)."""
     monkeypatch.chdir(tmp_path)
     result = train(args_for("MountainCar-v0", total_timesteps=150_000, checkpoint_freq=0, seed=1))
     stats = evaluate(result["policy"], result["args"], result["obs_rms"], episodes=10, seed=123, device=CPU)
@@ -990,7 +990,7 @@ def test_lstm_update_replays_exactly_what_the_rollout_saw(env_id, env_kwargs, bu
         logprobs, _ = policy.logprob_and_entropy(logits, b["actions"])
     torch.testing.assert_close(values, b["values"], atol=1e-5, rtol=0)
     torch.testing.assert_close(logprobs, b["logprobs"], atol=1e-5, rtol=0)
-    # PufferLib's way (every row from a zero state, no resets) does not reproduce them
+    # PufferLib's way (every row from a zero state, no resets: PufferLib 3.0.0's pufferl.py) does not reproduce them
     with torch.no_grad():
         _, zero_values = policy.unroll(
             b["obs"], policy.initial_state(experience.segments, CPU), torch.zeros_like(b["starts"])

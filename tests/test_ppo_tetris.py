@@ -165,9 +165,9 @@ def test_ppo_loss_without_policy_change_is_unclipped():
 
 
 def test_logged_clipfrac_is_the_mean_over_the_updates_minibatches(tmp_path, monkeypatch):
-    """CleanRL logs np.mean(clipfracs) over every minibatch of the update, not the last one's: with each minibatch's
-    clipfrac replaced by its index (0, 1, 2, 3: 2 epochs of 2 minibatches), the logged value is 1.5. old_approx_kl,
-    like approx_kl, is the last minibatch's."""
+    """CleanRL (cleanrl/ppo.py at commit fe8d8a03) logs np.mean(clipfracs) over every minibatch of the update, not the
+    last one's: with each minibatch's clipfrac replaced by its index (0, 1, 2, 3: 2 epochs of 2 minibatches), the
+    logged value is 1.5. old_approx_kl, like approx_kl, is the last minibatch's."""
     monkeypatch.chdir(tmp_path)
     real_loss = ppo_tetris.ppo_loss
     old_approx_kls = []
@@ -542,7 +542,8 @@ def start_with_two_workers(tmp_path, *argv):
 
 
 def test_a_killed_worker_ends_the_run_with_a_one_line_error(tmp_path):
-    # PufferLib's Multiprocessing spins forever on a dead worker's flag; ours wakes on its exit.
+    # PufferLib's Multiprocessing (pufferlib-core 3.0.5's pufferlib/vector.py) spins forever on a dead worker's flag;
+    # ours wakes on its exit.
     proc, workers = start_with_two_workers(tmp_path)
     try:
         os.kill(workers[1].pid, signal.SIGKILL)

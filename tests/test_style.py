@@ -80,7 +80,8 @@ def test_the_benchmarks_keep_the_formatters_layout(path):
 
 @pytest.mark.parametrize("path", [f for f in FILES if f not in ("common/tetris.py", "common/vector.py")])
 def test_at_most_six_positional_parameters(path):
-    # The env engines common/tetris.py and common/vector.py are exempt: their constructors mirror PufferLib's.
+    # The env engines common/tetris.py and common/vector.py are exempt: their constructors mirror PufferLib's
+    # (pufferlib-core 3.0.5's pufferlib/vector.py, PufferLib 3.0.0's pufferlib/ocean/tetris/tetris.py).
     with open(os.path.join(ROOT, path)) as f:
         tree = ast.parse(f.read())
     long = []

@@ -386,6 +386,8 @@ def first_episodes(policy, num_envs, seed=3):
     return lengths, returns
 
 
+# The figures below are Ocean's: PufferLib 3.0.0's Tetris (built by benchmarks/build_ocean_tetris.sh), the same
+# first games of each env, the same policies.
 def test_random_agent_matches_ocean_statistics():
     lengths, returns = first_episodes(lambda rng, n: rng.integers(0, 7, n, dtype=np.int32), 10240)
     assert lengths.mean() == pytest.approx(67.1, rel=0.1)
