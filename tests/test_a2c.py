@@ -223,6 +223,7 @@ def test_gumbel_max_sampling_draws_from_the_softmax():
 
 
 # ---------------------------------------------------------------- end to end
+@pytest.mark.fixed_seed
 def test_learns_cartpole_with_defaults(tmp_path, monkeypatch):
     """Default flags and a fixed seed: deterministic eval mean >= 475 (CartPole-v1 solved)."""
     monkeypatch.chdir(tmp_path)
@@ -232,6 +233,7 @@ def test_learns_cartpole_with_defaults(tmp_path, monkeypatch):
     assert evals[-1] >= 475, f"final eval {evals[-1]}; evals {evals}"
 
 
+@pytest.mark.fixed_seed
 def test_learns_with_minibatches_adam_and_advantage_normalization(tmp_path, monkeypatch):
     """The non-default update paths (4 shuffled mini-batches per update, Adam, per-mini-batch
     advantage normalization) also solve CartPole-v1, well inside 40k steps."""
@@ -563,6 +565,7 @@ class CartPoleMultiDiscrete(gym.ActionWrapper):
     "env_id,make",
     [("CartPole-v1", None), ("CartPoleDict-v1", CartPoleDict), ("CartPoleMultiDiscrete-v1", CartPoleMultiDiscrete)],
 )
+@pytest.mark.fixed_seed
 def test_dict_observations_and_multidiscrete_actions_learn_as_plain_cartpole(tmp_path, monkeypatch, env_id, make):
     """The defaults, seed 1, 60k steps: each variant is solved (evaluation >= 475 at the end), as plain CartPole is."""
     monkeypatch.chdir(tmp_path)
@@ -575,6 +578,7 @@ def test_dict_observations_and_multidiscrete_actions_learn_as_plain_cartpole(tmp
     assert result["eval_history"][-1][1] >= 475, result["eval_history"]
 
 
+@pytest.mark.fixed_seed
 def test_pendulum_beats_the_random_policy(tmp_path, monkeypatch):
     """Box actions learn: Pendulum-v1 at its defaults, 300k steps instead of 1M (the rate anneals 3x faster),
     ends 700+ above a uniform-random policy (-1201 over 50 episodes). Measured, seeds 1 / 2 / 3: -186 / -200 / -180

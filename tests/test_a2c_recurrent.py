@@ -163,6 +163,7 @@ def test_truncation_bootstraps_from_the_ended_episodes_state():
     np.testing.assert_array_equal(storage["values"][:, 0], [100.0, 201.0, 302.0, 100.0, 201.0])
 
 
+@pytest.mark.fixed_seed
 @pytest.mark.parametrize("rnn_type", ["lstm", "gru"])
 def test_memory_is_learned_and_used(tmp_path, monkeypatch, rnn_type):
     """RememberCue needs memory: the answer is shown three steps before it is asked for. At the Discrete defaults,

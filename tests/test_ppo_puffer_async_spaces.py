@@ -105,6 +105,7 @@ gym.register("MultiBinaryActions-v0", entry_point=MultiBinaryActions)
 gym.register("TextObservations-v0", entry_point=TextObservations)
 
 
+@pytest.mark.fixed_seed
 def test_multidiscrete_actions_on_dict_observations_learn(tmp_path, monkeypatch):
     """The Dict is flattened (one-hot a, one-hot b: 5 inputs) and each card named by its own categorical: greedy
     play scores at least 19 of 20 after 30k steps (random play: 8.3)."""
@@ -117,6 +118,7 @@ def test_multidiscrete_actions_on_dict_observations_learn(tmp_path, monkeypatch)
     assert stats["return"].mean() >= 19, stats["return"]
 
 
+@pytest.mark.fixed_seed
 def test_discrete_observations_learn_cliffwalking(tmp_path, monkeypatch):
     """CliffWalking-v1: 48 one-hot positions, -1 a step, -100 and back to the start for a fall, no time limit. The
     Gymnasium defaults with an entropy bonus of 0.05 walk to the goal in at most 17 steps after 100k steps (seeds
@@ -139,6 +141,7 @@ def test_an_evaluation_without_a_time_limit_ends_at_the_step_cap():
     assert list(stats["length"]) == [50, 50, 50] and list(stats["return"]) == [-50, -50, -50]
 
 
+@pytest.mark.fixed_seed
 def test_continuous_defaults_learn_inverted_pendulum(tmp_path, monkeypatch):
     """InvertedPendulum-v5 (+1 a step the pole stays up, 1,000 steps at most) with the continuous defaults: the
     Gaussian's mean keeps it up for at least 900 steps after 60k steps of training (it does for all 1,000 from 40k on;
@@ -236,6 +239,7 @@ class MatchTheCardsTogether(ParallelEnv):
         return tuple(out)
 
 
+@pytest.mark.fixed_seed
 def test_pettingzoo_agents_with_multidiscrete_actions_on_dict_observations_learn(tmp_path, monkeypatch):
     """A PettingZoo env given by its module path, each agent acting in MultiDiscrete([3, 2]) on Dict observations:
     the agents score 18 of 20 or more on average (sampled actions, the PettingZoo default) after 40k agent steps

@@ -349,6 +349,7 @@ def test_one_game_evaluation_prints_no_spread(tmp_path, monkeypatch, capsys):
     assert "2 games:" in (out := capsys.readouterr().out) and out.count("+/-") == 4
 
 
+@pytest.mark.fixed_seed
 def test_learns_to_beat_the_random_agent(tmp_path, monkeypatch):
     """Default flags, seed 1, 20 updates (655,360 steps): the last update's games must average
     a return of at least 3.0, against 1.8 for a uniform-random agent.
