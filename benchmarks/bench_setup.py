@@ -25,7 +25,11 @@ def main():
         done = subprocess.run(["bash", str(ROOT / ".ci" / "run")], capture_output=True, text=True, env=env)
     output = done.stdout + done.stderr
     if done.returncode != 0:
-        sys.stdout.write(output[-3000:])
+        log = ROOT / "bench_results" / "setup-ci.log"
+        log.parent.mkdir(exist_ok=True)
+        log.write_text(output)
+        sys.stdout.write(done.stdout[-3000:])
+        print(f"the whole output: {log}")
         raise SystemExit(f".ci/run failed ({done.returncode}): nothing recorded")
     lines = re.findall(r"ci: README line (\d) took (\d+) min (\d+) s", output)
     took = {line: f"{int(minutes)} min {int(seconds)} s" for line, minutes, seconds in lines}

@@ -8,13 +8,12 @@ the envs) whose idle side sleeps instead of spinning, and whose workers cannot o
         obs, rewards, terminals, truncations, infos, agent_ids, masks = vecenv.recv()  # one group
         vecenv.send(policy(obs))                                                         # that group
 
-Why not `pufferlib.vector.Multiprocessing` (pufferlib-core 3.0.5's pufferlib/vector.py): its workers and its `recv()`
-poll shared flags in a loop, so
-two workers plus the learner are three busy processes; on a 2-core machine async then loses to sync. It
-also waits forever on a worker that died, and its workers outlive a learner killed with SIGKILL. Here a
-worker blocks on its command pipe, the learner blocks on the reply pipes and the workers' process
-sentinels (one `select`), so every process uses a core only while it has work, and a dead worker wakes
-the learner at once.
+Why not `pufferlib.vector.Multiprocessing` (pufferlib-core 3.0.5's pufferlib/vector.py): its workers and its
+`recv()` poll shared flags in a loop, so two workers plus the learner are three busy processes; on a 2-core machine
+async then loses to sync. It also waits forever on a worker that died, and its workers outlive a learner killed with
+SIGKILL. Here a worker blocks on its command pipe, the learner blocks on the reply pipes and the workers' process
+sentinels (one `select`), so every process uses a core only while it has work, and a dead worker wakes the learner
+at once.
 
 Layout. E env objects (each a `pufferlib.PufferEnv`, or an object with its interface) of A agents
 each; object i owns agent rows [i*A, (i+1)*A) of every buffer. K groups of E/K consecutive objects: `recv`

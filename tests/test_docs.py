@@ -15,6 +15,13 @@ README = open(f"{ROOT}/README.md").read()
 
 
 def test_every_results_table_equals_its_rendering_from_the_results_files():
+    # A results file's code hashes are ast.dump()s of the files it depends on, and that text differs between Python's
+    # minor versions (fields added, empty fields left out): they compare only on the version that recorded them.
+    results_files = Path(ROOT, "benchmarks", "results").glob("*.json")
+    recorded = {json.loads(path.read_text())["versions"]["python"].rsplit(".", 1)[0] for path in results_files}
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if recorded != {running}:
+        pytest.skip(f"the results files' code hashes are Python {', '.join(sorted(recorded))}'s (this is {running})")
     out = subprocess.run([sys.executable, "benchmarks/report.py", "--check"], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
 
