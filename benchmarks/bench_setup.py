@@ -3,7 +3,7 @@ repository, with ruff between them; then its newest-versions environments) from 
 each line's time, the number of tests and each part's time, for the README's first screen. A failing CI run records
 nothing.
 
-    python benchmarks/bench_setup.py            # ~20 min on 2 cores
+    python benchmarks/bench_setup.py            # ~24 min on 2 cores
 """
 
 import os
