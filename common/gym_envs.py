@@ -170,6 +170,15 @@ def check_gym_env(env_id: str, unknown: str, kwargs=None) -> tuple:
     return probe.observation_space, probe.action_space
 
 
+def box_actions(env_id: str, kwargs=None) -> bool:
+    """Whether the Gymnasium id `env_id` (built with `kwargs`) acts in Box actions; False if unknown (the error comes
+    where the env is made)."""
+    try:
+        return isinstance(check_gym_env(env_id, "", kwargs)[1], gym.spaces.Box)
+    except ValueError:
+        return False
+
+
 def finished_episodes(infos: dict):
     """(returns, lengths) arrays of the episodes that ended on this step."""
     if "episode" not in infos:

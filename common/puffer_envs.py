@@ -13,13 +13,14 @@ import multiprocessing
 import os
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 import gymnasium as gym
 import numpy as np
 import pufferlib
 
 from common import atari, vector
-from common.gym_envs import check_gym_env, check_observation_space, make_flat_env
+from common.gym_envs import box_actions, check_gym_env, check_observation_space, make_flat_env
 from common.normalize import RunningMeanStd, normalize_obs
 from common.tetris import Tetris, tetris_sharing_final_obs
 
@@ -446,12 +447,36 @@ def pettingzoo_maker(env_id: str, env_kwargs: dict, render=False, teams: str = "
     return (make if flat else functools.partial(FlatObservations, make)), None
 
 
-def box_actions(env_id: str, env_kwargs: str = "") -> bool:
-    """Whether the Gymnasium id `env_id` acts in Box actions (its defaults are the continuous set); False if unknown."""
-    try:
-        return isinstance(check_gym_env(env_id, "", parse_env_kwargs(env_kwargs))[1], gym.spaces.Box)
-    except ValueError:
-        return False
+@dataclass
+class EnvFamily:
+    """An env family of one's own, for ppo_puffer_async.py unedited: the ids it `matches`, and `make_env(env_id,
+    **env_kwargs)`, which returns a function building one env: a Gymnasium env (one agent, observations a vector), or
+    with `multi_agent` a PettingZoo parallel env. Add it to FAMILIES and its preset to common/presets.py's
+    PPO_PUFFER_ASYNC under its `name`; it then steps as the built-in families do."""
+
+    name: str
+    matches: Callable[[str], bool]
+    make_env: Callable
+    multi_agent: bool = False
+
+
+FAMILIES = []  # EnvFamily entries, tried before the built-in families
+
+
+def family(env_id: str, env_kwargs: str = "") -> str:
+    """The family `env_id` belongs to, which chooses its preset: an EnvFamily's name, "tetris", "cartpole-novel" or
+    "repeat-previous-easy", "atari", "pettingzoo", or a Gymnasium id's: "continuous" (Box actions, with
+    `env_kwargs`) or "gymnasium"."""
+    for own in FAMILIES:
+        if own.matches(env_id):
+            return own.name
+    if env_id == "tetris" or env_id in MEMORY_ENVS:
+        return env_id
+    if atari.game_name(env_id):
+        return "atari"
+    if is_pettingzoo(env_id):
+        return "pettingzoo"
+    return "continuous" if box_actions(env_id, parse_env_kwargs(env_kwargs)) else "gymnasium"
 
 
 def check_spaces(observation_space, action_space, env_id: str) -> None:
@@ -560,7 +585,11 @@ def make_puffer_vecenv(
         creator_args = [[final_obs_buffer, i] for i in range(objects)]
         creator_kwargs = dict(num_envs=num_envs // objects, max_ticks=max_ticks, log_interval=log_interval)
     else:
-        if is_pettingzoo(env_id):
+        own = next((own for own in FAMILIES if own.matches(env_id)), None)
+        if own is not None:
+            make_env = own.make_env(env_id, **kwargs)
+            creators = SameStepAgents if own.multi_agent else SameStepGymEnv
+        elif is_pettingzoo(env_id):
             make_env, kinds = pettingzoo_maker(env_id, kwargs, render, teams)
             creators = SameStepAgents
         elif env_id in MEMORY_ENVS:
@@ -603,7 +632,6 @@ def make_puffer_vecenv(
     vecenv.kinds = kinds
     vecenv.agent_kinds = None
     vecenv.action_masks = None
-    vecenv.game_over = None  # a game is an episode: only Atari's games outlast one (a life)
     if kinds is not None:
         vecenv.agent_kinds = np.tile(kinds.of_agent, num_envs)
         vecenv.action_masks = kinds.masks[vecenv.agent_kinds]

@@ -16,11 +16,12 @@ import tyro
 
 from common import distributed
 from common.checkpoint import VALUE_LOSS_CONVENTION, RunCheckpoint, SaveError, load_run_checkpoint
+from common.vector import WorkerError
 from common.logs import announce, finish_wandb, make_run_name, make_writer, start_wandb
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention: a calling script tells a stopped run from a finished one
-# What main() turns into "error: <one line>" and exit 1 (a dead env worker's WorkerError too, where there are workers)
-ONE_LINE_ERRORS = (ValueError, FloatingPointError, ConnectionError, SaveError)
+# What a script's main() turns into "error: <one line>" and exit 1 (exit_for; a Ctrl-C outside the training loop: 130)
+ONE_LINE_ERRORS = (KeyboardInterrupt, ValueError, FloatingPointError, ConnectionError, SaveError, WorkerError)
 
 
 @dataclass
@@ -113,6 +114,17 @@ def given_flags(argv: list) -> list:
     return [name[3:] if name.startswith("no_") else name for name in names]
 
 
+def flag_value(argv: list, flag: str, default=None):
+    """The value a command line gives `flag` (--flag X or --flag=X; the last one counts), else `default`."""
+    value = default
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg[len(flag) + 1 :]
+    return value
+
+
 def saved_flags(Args, ckpt: dict, flag: str, path: str):
     """The flags a checkpoint was saved with, as this script's Args."""
     try:
@@ -121,36 +133,42 @@ def saved_flags(Args, ckpt: dict, flag: str, path: str):
         raise ValueError(f"{flag}: {path} was saved by another version of this script ({e}); train a new run") from None
 
 
-def parse_args(Args, script: str, argv: Optional[list], args_for):
-    """The command line as Args. A flag not given takes its default for the env, `args_for(env_id, **given)`, which
-    `--env-id X --help` shows. With --resume or --eval-checkpoint, it takes the saved run's value instead, except
-    the flags those take from the command line (RESUME_FLAGS, EVAL_FLAGS), which default as for a new run of the
-    saved env (--resume: to the saved total). Any other flag given with them is a one-line error."""
+def defaults(Args, script: str, preset_of, argv: Optional[list] = None):
+    """Every flag's default for this command line, as Args, which tyro then parses the command line over (and
+    --help shows): the preset of its --env-id (`preset_of(env_id, env_kwargs)`: common/presets.py; None: Args; a torchrun rank
+    gets one torch thread). With --resume or --eval-checkpoint: the saved run's flags, but for the flags those take
+    from the command line (RESUME_FLAGS, EVAL_FLAGS), which default as for a new run of the saved env (--resume:
+    --total-timesteps to the saved total); any other flag given with them is a one-line error. Only --env-id,
+    --env-kwargs and the checkpoint's path are read from `argv` here."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    given = tyro.cli(Args, args=[arg for arg in argv if arg not in ("-h", "--help")])
-    check_run_flags(given)
-    named = {name: getattr(given, name) for name in given_flags(argv) if hasattr(given, name)}
-    if given.resume or given.eval_checkpoint:
-        if given.resume:
-            flag = "--resume"
-            own = RESUME_FLAGS.split()
-            path = given.resume
-        else:
-            flag = "--eval-checkpoint"
-            own = EVAL_FLAGS.split()
-            path = given.eval_checkpoint
-        saved = saved_flags(Args, load_run_checkpoint(path, script, flag, resume=bool(given.resume)), flag, path)
-        if other := [name for name in named if name not in own + [flag[2:].replace("-", "_")]]:
-            allowed = ", ".join(f"--{name.replace('_', '-')}" for name in own if hasattr(given, name))
-            raise ValueError(
-                f"{flag} uses the saved run's flags: drop --{other[0].replace('_', '-')} ({allowed} may change)"
-            )
-        fresh = args_for(**{k: v for k, v in dataclasses.asdict(saved).items() if k not in own})
-        own_defaults = {key: getattr(fresh, key) for key in own if hasattr(fresh, key) and key != "total_timesteps"}
-        default = dataclasses.replace(saved, **{"resume": None, "eval_checkpoint": None, **own_defaults, **named})
+    resume = flag_value(argv, "--resume")
+    evaluate = flag_value(argv, "--eval-checkpoint")
+    if resume and evaluate:
+        raise ValueError(
+            "--resume and --eval-checkpoint exclude each other: --eval-checkpoint evaluates, --resume trains"
+        )
+    if not (resume or evaluate):
+        env_id = flag_value(argv, "--env-id", Args.env_id)
+        env_kwargs = flag_value(argv, "--env-kwargs", getattr(Args, "env_kwargs", ""))
+        preset = {"env_id": env_id} if preset_of is None else preset_of(env_id, env_kwargs)
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a torchrun rank (torchrun sets it before the flags are read)
+            preset = {**preset, "torch_threads": 1}
+        return Args(**preset)
+    if resume:
+        flag = "--resume"
+        own = RESUME_FLAGS.split()
+        path = resume
     else:
-        default = args_for(**{"env_id": given.env_id, **named})
-    return tyro.cli(Args, args=argv, default=default)  # --help shows `default`; else it is what the line says
+        flag = "--eval-checkpoint"
+        own = EVAL_FLAGS.split()
+        path = evaluate
+    saved = saved_flags(Args, load_run_checkpoint(path, script, flag, resume=bool(resume)), flag, path)
+    if other := [name for name in given_flags(argv) if name not in own + [flag[2:].replace("-", "_")]]:
+        allowed = ", ".join(f"--{name.replace('_', '-')}" for name in own if hasattr(saved, name))
+        raise ValueError(f"{flag} uses the saved run's flags: drop --{other[0].replace('_', '-')} ({allowed} may change)")
+    fresh = defaults(Args, script, preset_of, ["--env-id", saved.env_id, "--env-kwargs", getattr(saved, "env_kwargs", "")])
+    own_defaults = {key: getattr(fresh, key) for key in own if hasattr(fresh, key) and key != "total_timesteps"}
+    return dataclasses.replace(saved, resume=None, eval_checkpoint=None, **own_defaults)
 
 
 def start(args, script: str, required: tuple = ()):
@@ -326,24 +344,6 @@ def open_checkpoint(script: str, Args, args, required: tuple = ()):
     torch.set_num_threads(saved.torch_threads)
     torch.manual_seed(saved.seed + 10_000)  # sampled actions: the same evaluation every time
     return ckpt, saved, resolve_device(saved.device)
-
-
-def main(script: str, Args, args_for, train, evaluate_checkpoint, argv=None) -> None:
-    """Every script's main(): parse the command line, then evaluate a checkpoint (--eval-checkpoint) or train. Exits 0
-    when done, 130 when Ctrl-C stopped the training (train() saved and said how to resume), and with one line for
-    the errors a user can fix (exit_for)."""
-    try:
-        args = parse_args(Args, script, argv, args_for)
-        if args.eval_checkpoint:
-            evaluate_checkpoint(args)
-        elif train(args)["interrupted"]:
-            raise SystemExit(EXIT_INTERRUPTED)
-    except (KeyboardInterrupt, *ONE_LINE_ERRORS) as e:  # Ctrl-C starting up or evaluating; bad flags
-        raise exit_for(e) from None
-    except RuntimeError as e:
-        if not getattr(e, "env_worker", False):  # a bug: its traceback
-            raise
-        raise exit_for(e) from None  # a dead env worker (common/vector.WorkerError): one line
 
 
 def exit_for(error: BaseException) -> SystemExit:

@@ -185,6 +185,12 @@ class _VecEnv:
             teacher_actions=np.zeros_like(self.actions[rows]),
         )
 
+    @property
+    def game_over(self):
+        """Which agents' last step ended a whole game (the episode accounting the logs need): here every episode is
+        a game. (common/atari.py's vecenv, whose lost life ends the learner's episode, keeps its own.)"""
+        return self.terminals | self.truncations
+
     def _rows(self, group):
         return slice(group * self.agents_per_group, (group + 1) * self.agents_per_group)
 
