@@ -1,26 +1,32 @@
-"""PufferLib 3.0-style PPO (the loop of PufferLib's pufferl.py) in one file, correct where PufferLib is not.
+"""PufferLib 3.0-style PPO (the loop of PufferLib's pufferl.py) in one file.
 
 Other projects named in this file, as read: PufferLib 3.0.0 (pufferlib/pufferl.py), pufferlib-core 3.0.5
-(pufferlib/vector.py, pufferlib/emulation.py), CleanRL at commit fe8d8a03, SB3 2.9.2, ale-py 0.12.1.
+(pufferlib/vector.py, pufferlib/emulation.py), CleanRL at commit fe8d8a03, SB3 2.9.2.
 
-Read top to bottom: Args and per-env defaults, network, experience buffer, rollout, advantages, prioritized rows,
-loss, evaluation, train(). From PufferLib: async env groups (recv(group) -> policy -> send(actions)), a (segments x
+Read top to bottom: Args (Tetris's preset), network, experience buffer, rollout, advantages, prioritized rows,
+evaluation, train(). From PufferLib: async env groups (recv(group) -> policy -> send(actions)), a (segments x
 horizon) buffer whose rows are the unit of sampling and of LSTM sequences (a multi-agent env is just more agents),
-prioritized minibatches of whole rows. Where pufferl.py goes wrong and this file does not (docs/ppo_puffer_async.md):
+prioritized minibatches of whole rows. Where it differs from pufferl.py (docs/ppo_puffer_async.md says why):
 truncation bootstrapped with V(final observation); no reset step in the buffer; a row's last step bootstrapped;
 rewards clamped only if asked; absent agents carry no loss; rows tracked per agent whatever order groups come back
 in; normalized importance weights, beta reaching 1; LSTM rows replay the rollout.
 
+The script knows no env family: common/puffer_envs.py builds every env id behind one contract (vector or uint8
+frame observations, the action space, each agent's action mask and kind, same-step resets with final observations,
+which steps ended a whole game), and common/presets.py holds each family's preset.
+
     python ppo_puffer_async.py                # Tetris: 90M steps (docs/ppo_puffer_async.md#tetris: the result)
-    python ppo_puffer_async.py --env-id HalfCheetah-v5           # Box actions: the continuous defaults, 1M steps
+    python ppo_puffer_async.py --env-id HalfCheetah-v5           # Box actions: the continuous preset, 1M steps
     python ppo_puffer_async.py --env-id mpe-spread               # 3 agents per env (or: any PettingZoo module)
     python ppo_puffer_async.py --env-id cartpole-novel --lstm    # velocities hidden: memory needed
     python ppo_puffer_async.py --env-id atari-breakout           # frames, a CNN: CleanRL's ppo_atari.py settings
+    python ppo_puffer_async.py --env-id CartPole-v1 --help       # the flags a run of CartPole-v1 takes
     python ppo_puffer_async.py --eval-checkpoint runs/<run>/ppo_puffer_async.pt
     torchrun --standalone --nproc-per-node 2 ppo_puffer_async.py   # data-parallel: 2 ranks, each its own envs
 """
 
 import os
+import sys
 import time
 from dataclasses import dataclass
 from typing import Literal, Optional
@@ -29,19 +35,22 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
+import tyro
 from torch.distributions import Categorical, Normal
 
-from common import atari, distributed, logs, puffer_envs, run
+from common import distributed, logs, presets, puffer_envs, run
 from common.logs import Progress, log_eval, print_end, report, save_video, video_paths
 from common.normalize import RewardScaler
-from common.puffer_envs import EpisodeLog, NormalizedObservations, is_pettingzoo, make_puffer_vecenv, to_env
-from common.tetris import merge_infos, watch
+from common.puffer_envs import EpisodeLog, make_puffer_vecenv, to_env
 from common.vector import WorkerError
 
 
+# Tetris's preset: the network is the cost, so envs step in this process, torch gets both cores and the encoder is 128
+# wide (docs/benchmarks.md has the speed of each choice). Every other env's preset is in common/presets.py.
 @dataclass
 class Args(run.RunArgs):
-    """PufferLib-style PPO. The defaults are Tetris's (90M agent steps); --env-id X --help shows env X's"""
+    """PufferLib-style PPO. The defaults are Tetris's preset (90M agent steps); --env-id X --help shows env X's
+    (common/presets.py)"""
 
     exp_name: str = os.path.basename(__file__)[: -len(".py")]
     """the name of this experiment, part of the run name"""
@@ -140,132 +149,6 @@ class Args(run.RunArgs):
     """torch CPU threads per process (under torchrun: 1 per rank unless given)"""
 
 
-# Args shows Tetris's set (docs/ppo_puffer_async.md): the network is the cost, so envs step in this process, torch
-# gets both cores and the encoder is 128 wide (docs/benchmarks.md has the speed of each choice). Other envs: OTHER,
-# then their kind's changes.
-OTHER = dict(
-    total_timesteps=100_000,
-    num_envs=8,
-    num_minibatches=4,
-    update_epochs=4,
-    learning_rate=1e-3,
-    vf_clip_coef=10.0,
-    ent_coef=0.01,
-    anneal_ent=False,
-    hidden_size=64,
-    eval_actions="greedy",
-    torch_threads=1,
-)
-ENV_DEFAULTS = {
-    # Any Gymnasium id (one set for CartPole, Acrobot, MountainCar, LunarLander; docs/classic_control.md): tanh encoder
-    # over normalized observations, lambda 1, rewards x 0.1, no entropy bonus. With ReLU, MountainCar stays at -200.
-    "gymnasium": dict(activation="tanh", gae_lambda=1.0, reward_scale=0.1, norm_obs=True, ent_coef=0.0),
-    # Box actions: one set, as CleanRL's ppo_continuous_action.py has (chosen on MuJoCo seed 11; ppo_puffer_async.md):
-    # 2048 steps, 10 epochs, Adam 3e-4, normalized observations and rewards, separate 64-wide tanh networks (the value
-    # term weighs twice CleanRL's: vf_coef 1.0), from 8 envs, in minibatches of 256 steps (16 rows of 16, which run
-    # faster than rows of 64: docs/benchmarks.md).
-    "continuous": dict(
-        total_timesteps=1_000_000,
-        num_envs=8,
-        horizon=16,
-        batch_size=2048,
-        num_minibatches=8,
-        update_epochs=10,
-        learning_rate=3e-4,
-        vf_clip_coef=0.2,
-        ent_coef=0.0,
-        activation="tanh",
-        norm_obs=True,
-        norm_reward=True,
-        separate_critic=True,
-    ),
-    # mpe-spread and any PettingZoo env: the env is the cost, so 2 sleeping workers step one group each while the
-    # policy runs on the other. One update epoch, PufferLib 3.0.0's default (pufferlib/config/default.ini); the other
-    # values are not PufferLib's (its 3.0.0 release has no MPE config); an entropy bonus of 0.01 keeps the policy
-    # from collapsing. 100 evaluation envs: enough to tell a team from random play.
-    "pettingzoo": dict(
-        total_timesteps=7_500_000,
-        num_envs=128,
-        async_factor=2,
-        backend="Multiprocessing",
-        num_workers=2,
-        num_minibatches=8,
-        update_epochs=1,
-        learning_rate=1e-3,
-        gamma=0.977,
-        gae_lambda=0.916,
-        clip_coef=0.1,
-        vf_clip_coef=0.1,
-        vf_coef=0.88,
-        ent_coef=0.01,
-        hidden_size=128,
-        eval_actions="sampled",
-        eval_episodes=100,
-    ),
-    # Memory envs, for --lstm. cartpole-novel: rows of 25 (evaluations on whole 10k steps), 10 epochs of one
-    # minibatch, rewards x 0.1 (the LSTM's output is bounded: its value head could not reach CartPole's returns).
-    "cartpole-novel": dict(
-        horizon=25,
-        num_minibatches=1,
-        update_epochs=10,
-        learning_rate=5e-4,
-        gamma=0.98,
-        vf_coef=1.0,
-        ent_coef=0.0,
-        reward_scale=0.1,
-    ),
-    "repeat-previous-easy": dict(total_timesteps=1_000_000, num_envs=32, horizon=32),
-    # atari-<game>: CleanRL's ppo_atari.py (docs/atari.md): 8 envs x 128 steps, 4 minibatches, 4 epochs, Adam 2.5e-4,
-    # clip 0.1 (the value's too), rewards clipped to [-1, 1] for learning, the Nature CNN's 512 features. Rows of one
-    # step: a minibatch is 256 steps drawn from the whole rollout, as CleanRL's are (rows of 16 steps learned
-    # Breakout far more slowly: docs/atari.md). With --lstm: rows of 128 steps, an LSTM of 128, as ppo_atari_lstm.py.
-    # Evaluation plays whole games, sampling actions (as cleanrl_utils/evals/ppo_eval.py), up to ALE's 108,000-frame
-    # cap (ale-py's vector_env.py default).
-    "atari": dict(
-        total_timesteps=10_000_000,
-        num_envs=8,
-        horizon=1,
-        batch_size=1024,
-        num_minibatches=4,
-        update_epochs=4,
-        learning_rate=2.5e-4,
-        clip_coef=0.1,
-        vf_clip_coef=0.1,
-        vf_coef=0.5,
-        reward_clamp=1.0,
-        hidden_size=512,
-        lstm_hidden_size=128,
-        eval_actions="sampled",
-        eval_max_steps=27_000,
-        torch_threads=2,
-    ),
-}
-
-
-def args_for(env_id: str = "tetris", **flags) -> Args:
-    """The flags for `env_id`: Args' defaults, then (but for Tetris) OTHER and its kind's set, then `flags`. Some
-    defaults follow other flags: --backend Serial has one worker, --lstm a shared critic (the critic reads the LSTM's
-    memory too) and on Atari rows of 128 steps, and a torchrun rank one torch thread."""
-    if env_id == "tetris" or env_id in ENV_DEFAULTS:
-        kind = env_id
-    elif atari.game_name(env_id):
-        kind = "atari"
-    elif is_pettingzoo(env_id):
-        kind = "pettingzoo"
-    else:
-        kind = "continuous" if puffer_envs.box_actions(env_id, flags.get("env_kwargs", "")) else "gymnasium"
-    defaults = {} if kind == "tetris" else {**OTHER, **ENV_DEFAULTS[kind]}
-    if flags.get("backend", defaults.get("backend")) == "Serial":
-        defaults["num_workers"] = 1
-    if flags.get("lstm"):
-        defaults["separate_critic"] = False
-        if kind == "atari":  # whole stretches of 128 steps to learn the sequence from, as ppo_atari_lstm.py's
-            defaults["horizon"] = 128
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a torchrun rank (torchrun sets it before the flags are read)
-        defaults["torch_threads"] = 1
-    return Args(**{**defaults, "env_id": env_id, **flags})
-
-
 def validate_args(args: Args, vecenv=None) -> None:
     """Bad flags fail before any network is built, naming the flag; with the vecenv, its buffer layout (closing it)."""
     at_least_one = "num_envs num_workers async_factor horizon num_minibatches update_epochs max_ticks hidden_size"
@@ -278,18 +161,25 @@ def validate_args(args: Args, vecenv=None) -> None:
         raise ValueError("--burn-in and --tbptt apply to the LSTM: add --lstm")
     if not 0 <= args.prio_beta0 <= 1:
         raise ValueError(f"--prio-beta0 must be in [0, 1] (got {args.prio_beta0})")
-    if (args.capture_video or args.gif) and args.env_id in puffer_envs.MEMORY_ENVS:
-        raise ValueError(f"--capture-video and --gif record Tetris, PettingZoo and Gymnasium envs, not {args.env_id}")
-    if args.norm_obs and atari.game_name(args.env_id):
-        raise ValueError("--norm-obs: Atari frames are scaled to [0, 1] by the network; drop --norm-obs")
+    if args.lstm and args.horizon == 1:
+        raise ValueError("--lstm learns from sequences and rows of --horizon 1 have none: pass e.g. --horizon 128")
+    if args.lstm and args.separate_critic:
+        raise ValueError("--separate-critic's encoder would not see the LSTM's memory: add --no-separate-critic")
+    if (args.capture_video or args.gif) and not puffer_envs.records_video(args.env_id):
+        raise ValueError(f"--capture-video and --gif: {args.env_id} has no frames to record; drop them")
     if args.backend == "Serial" and args.num_workers != 1:
-        raise ValueError(f"--num-workers {args.num_workers} needs --backend Multiprocessing (Serial steps in-process)")
+        raise ValueError(
+            f"--num-workers {args.num_workers} needs --backend Multiprocessing (Serial steps in-process): "
+            "add --num-workers 1"
+        )
     if vecenv is None:
         return
     batch_size = args.batch_size or vecenv.num_agents * args.horizon
     rows = batch_size // args.horizon
     problem = None
-    if args.eval_opponents == "random" and (vecenv.kinds is None or vecenv.kinds.team_of.max() == 0):
+    if args.norm_obs and len(vecenv.single_observation_space.shape) == 3:
+        problem = "--norm-obs: frames are scaled to [0, 1] by the network; drop --norm-obs"
+    elif args.eval_opponents == "random" and (vecenv.kinds is None or vecenv.kinds.team_of.max() == 0):
         problem = f"--eval-opponents random plays teams against each other; {args.env_id} has one (see --teams)"
     elif batch_size % args.horizon or rows % vecenv.num_agents:
         problem = f"--batch-size {batch_size} must be --horizon x a multiple of the {vecenv.num_agents} agents (rows)"
@@ -588,36 +478,44 @@ class EpisodeStats:
     """Each agent's episodes as the env reports them (common/puffer_envs.py's contract: an episode ends and the next
     begins in the same step), and which observations begin one (an LSTM's state restarts there): the one that comes
     with an end, and the one an absent agent returns with. A reward counts for an agent that acted on its last
-    observation (mask True: absent agents act on nothing). The returns logged are whole games': an Atari game of
-    several lives (each a learner's episode) is one. `gamma`: then `reward_scaler` tracks each agent's discounted
-    return (--norm-reward divides by its std)."""
+    observation (`acting`; mask True: absent agents act on nothing). The returns logged are whole games' (the env's
+    `game_over`): an Atari game of several lives (each a learner's episode) is one."""
 
-    def __init__(self, num_agents: int, gamma=None):
-        self.reward_scaler = RewardScaler(num_agents, gamma) if gamma is not None else None
+    def __init__(self, num_agents: int):
         self.log = EpisodeLog(num_agents)
         self.acting = np.zeros(num_agents, dtype=bool)  # the agent acted on its last observation
 
-    def update(self, agents, rewards, dones, masks, *, game_over=None):
+    def update(self, agents, rewards, dones, masks, game_over):
         """Counts this recv's rewards; (the agents whose game ended, per agent: this observation starts an episode).
-        `game_over`: the steps that ended a whole game (Atari); None: every episode is a game."""
+        `game_over`: the steps that ended a whole game."""
         acting = self.acting[agents]
-        acted = agents[acting]
-        if game_over is None:
-            game_over = dones
-        ended = self.log.add(acted, rewards[acting], game_over[acting])
-        if self.reward_scaler is not None and len(acted):
-            self.reward_scaler.track(acted, rewards[acting], dones[acting])
+        ended = self.log.add(agents[acting], rewards[acting], game_over[acting])
         starting = dones | (masks & ~acting)
         self.acting[agents] = masks
         return ended, starting
 
 
-def rollout(vecenv, policy, experience, episodes, *, gamma, reward_scale, reward_clamp, device, timers: dict) -> list:
+def rollout(
+    vecenv,
+    policy,
+    experience,
+    episodes,
+    *,
+    obs_rms,
+    reward_scaler,
+    reward_scale,
+    reward_clamp,
+    gamma,
+    device,
+    timers,
+):
     """recv(group) -> policy -> store -> send until every row of `experience` is full, each agent's steps in its own
     rows whatever order the groups come back in; env infos. A truncated step's reward gets gamma * V(final obs): the
-    episode could have gone on. Rewards are times `reward_scale` (--norm-reward's 1 / std: fixed for the rollout and
-    unclipped, unlike a2c_cartpole.py's per step and clipped at 10, as SB3's, so every reward an update learns from is
-    in one unit), clamped to +-`reward_clamp` if given (PufferLib always clamps to 1)."""
+    episode could have gone on. `obs_rms` (--norm-obs) learns from each real observation before scaling it;
+    `reward_scaler` (--norm-reward) tracks each agent's discounted return. Rewards are times `reward_scale`
+    (--norm-reward's 1 / std: fixed for the rollout and unclipped, unlike a2c_cartpole.py's per step and clipped at 10,
+    as SB3's, so every reward an update learns from is in one unit), clamped to +-`reward_clamp` if given (PufferLib
+    always clamps to 1)."""
     infos = []
     experience.reset()
     while experience.full_rows < experience.segments:
@@ -628,8 +526,15 @@ def rollout(vecenv, policy, experience, episodes, *, gamma, reward_scale, reward
         start = time.perf_counter()
         infos.extend(step_infos)
         agents = np.asarray(agents)
-        game_over = None if vecenv.game_over is None else vecenv.game_over[agents]  # Atari: the last life's end
-        _, starting = episodes.update(agents, rewards, terminals | truncations, masks, game_over=game_over)
+        if obs_rms is not None:  # the real agents' observations join the statistics, then all are scaled by them
+            if masks.any():
+                obs_rms.update(obs[masks])
+            obs = obs_rms.normalize(obs)
+        dones = terminals | truncations
+        acting = episodes.acting[agents]  # this recv's rewards are for the steps these agents took
+        _, starting = episodes.update(agents, rewards, dones, masks, vecenv.game_over[agents])
+        if reward_scaler is not None and acting.any():
+            reward_scaler.track(agents[acting], rewards[acting], dones[acting])
         action_masks = None if vecenv.action_masks is None else vecenv.action_masks[agents]
         with torch.inference_mode():
             obs_t = torch.as_tensor(obs, device=device, dtype=torch.float32)
@@ -662,6 +567,8 @@ def rollout(vecenv, policy, experience, episodes, *, gamma, reward_scale, reward
             truncated = truncations[pending]
             if truncated.any():  # V(final observation), with the memory of the episode it ended
                 final_obs = vecenv.final_observations[agents[pending][truncated]]
+                if obs_rms is not None:
+                    final_obs = obs_rms.normalize(final_obs)
                 final_obs = torch.as_tensor(final_obs, device=device, dtype=torch.float32)
                 ended = torch.as_tensor(np.flatnonzero(pending)[truncated])
                 with torch.inference_mode():
@@ -752,40 +659,27 @@ def sample_minibatches(advantages, masks, num_minibatches: int, alpha: float, be
     return minibatches
 
 
-def ppo_loss(new_logprobs, new_values, entropy, mb: dict, *, weights, clip_coef, vf_clip_coef, vf_coef, ent_coef):
-    """The clipped PPO objective on a minibatch of rows (rows, horizon): the new logprobs, values, entropies, and the
-    minibatch `mb` (the rollout's logprobs, values, returns, advantages, masks: 1 a real step). Importance `weights`
-    (rows, or None) scale the policy and value terms, not the entropy bonus. The value loss is 0.5 x the squared error,
-    as in CleanRL's ppo.py and pufferl.py. Returns (loss, losses)."""
-    advantages = mb["advantages"]
-    masks = mb["masks"]
-    logratio = new_logprobs - mb["logprobs"]
-    ratio = logratio.exp()
+def ppo_loss(ratio, advantages, new_values, values, returns, masks, *, weights, clip_coef, vf_clip_coef):
+    """(policy loss, value loss) of the clipped PPO objective on a minibatch of rows (rows, horizon): the probability
+    ratios new / rollout policy, the advantages, the new values, the rollout's values and returns, `masks` (1 a real
+    step). Importance `weights` (rows, or None) scale both terms. Each is a mean over the real steps; the value loss is
+    0.5 x the squared error (clipped to +-`vf_clip_coef` around the rollout's value), as in CleanRL's ppo.py and
+    pufferl.py."""
     pg = torch.max(-advantages * ratio, -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef))
-    v_clipped = mb["values"] + torch.clamp(new_values - mb["values"], -vf_clip_coef, vf_clip_coef)
-    v = torch.max((new_values - mb["returns"]) ** 2, (v_clipped - mb["returns"]) ** 2)
+    v_clipped = values + torch.clamp(new_values - values, -vf_clip_coef, vf_clip_coef)
+    v = torch.max((new_values - returns) ** 2, (v_clipped - returns) ** 2)
     if weights is not None:
         pg = pg * weights[:, None]
         v = v * weights[:, None]
     count = masks.sum().clamp(min=1.0)
     pg_loss = (pg * masks).sum() / count
     v_loss = 0.5 * (v * masks).sum() / count
-    entropy_mean = (entropy * masks).sum() / count
-    loss = pg_loss + vf_coef * v_loss - ent_coef * entropy_mean
-    with torch.no_grad():
-        # CleanRL's ppo.py's two estimators of KL(old || new): -log r, and the low-variance (r - 1) - log r
-        old_approx_kl = (-logratio * masks).sum() / count
-        approx_kl = (((ratio - 1) - logratio) * masks).sum() / count
-        clipfrac = (((ratio - 1.0).abs() > clip_coef).float() * masks).sum() / count
-    losses = dict(
-        policy_loss=pg_loss.detach(),
-        value_loss=v_loss.detach(),
-        entropy=entropy_mean.detach(),
-        old_approx_kl=old_approx_kl,
-        approx_kl=approx_kl,
-        clipfrac=clipfrac,
-    )
-    return loss, losses
+    return pg_loss, v_loss
+
+
+def masked_mean(x: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
+    """The mean of `x` over the real steps (masks 1)."""
+    return (x * masks).sum() / masks.sum().clamp(min=1.0)
 
 
 def normalize_advantages(advantages: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
@@ -797,10 +691,11 @@ def normalize_advantages(advantages: torch.Tensor, masks: torch.Tensor) -> torch
 
 
 def evaluate(policy: Policy, args: Args, obs_rms, *, episodes: int, seed: int, device, videos=(), opponents=False):
-    """Plays until every agent of a fresh in-process env has finished one episode (`episodes` envs; Tetris's stats:
-    over all games ended), observations scaled by the training's `obs_rms`, frozen; per-agent returns and lengths,
-    and with two or more kinds each kind's ("return/<kind>"). `opponents` (--eval-opponents random): in env i team
-    i % teams plays the policy, the others act uniformly at random; each kind's returns as "return_vs_random/<kind>".
+    """Plays until every agent of a fresh in-process env has finished one episode (`episodes` envs; the env's own
+    stats: over all games ended), observations scaled by the training's `obs_rms`, frozen; per-agent returns and
+    lengths, and with two or more kinds each kind's ("return/<kind>"). `opponents` (--eval-opponents random): in env i
+    team i % teams plays the policy, the others act uniformly at random; each kind's returns as
+    "return_vs_random/<kind>".
     `videos`: paths (.mp4, .gif) to record the first episode to; recording changes nothing that is played."""
     vecenv = make_puffer_vecenv(
         args.env_id,
@@ -813,8 +708,6 @@ def evaluate(policy: Policy, args: Args, obs_rms, *, episodes: int, seed: int, d
         step_cap=args.eval_max_steps,
         teams=args.teams,
     )
-    if obs_rms is not None:
-        vecenv = NormalizedObservations(vecenv, obs_rms, frozen=True)
     kinds = vecenv.kinds
     ends = EpisodeStats(vecenv.num_agents)
     infos = []
@@ -834,14 +727,15 @@ def evaluate(policy: Policy, args: Args, obs_rms, *, episodes: int, seed: int, d
             infos.extend(step_infos)
             ended_before = len(ends.log.returns)
             agents = np.asarray(agents)
-            game_over = None if vecenv.game_over is None else vecenv.game_over[agents]
-            ended, starting = ends.update(agents, rewards, terminals | truncations, masks, game_over=game_over)
+            ended, starting = ends.update(agents, rewards, terminals | truncations, masks, vecenv.game_over[agents])
             for agent, ret, length in zip(ended, ends.log.returns[ended_before:], ends.log.lengths[ended_before:]):
                 if np.isnan(first_return[agent]):
                     first_return[agent] = ret
                     first_length[agent] = length
             if videos and np.isnan(first_return[0]):
                 frames.append(puffer_envs.first_frame(vecenv))
+            if obs_rms is not None:  # scaled as in training, by the training's statistics, frozen
+                obs = obs_rms.normalize(obs)
             with torch.inference_mode():  # the LSTM state carried through each episode, reset as in training
                 if state is not None:
                     keep = torch.as_tensor(~starting, device=device).unsqueeze(-1)
@@ -865,10 +759,7 @@ def evaluate(policy: Policy, args: Args, obs_rms, *, episodes: int, seed: int, d
             for k, name in enumerate(kind_names)
         }
     result = {"return": first_return, "length": first_length}
-    game_stats = merge_infos(infos) if infos else {}
-    for key in ("lines_deleted", "score"):  # Tetris's, over all games ended
-        if key in game_stats:
-            result[key] = np.array([game_stats[key]])
+    result.update(puffer_envs.eval_stats(infos))  # the env's own (Tetris's lines and score), over all games ended
     for k, name in enumerate(kind_names):
         result[f"return/{name}"] = first_return[vecenv.agent_kinds == k]
     return result
@@ -877,14 +768,16 @@ def evaluate(policy: Policy, args: Args, obs_rms, *, episodes: int, seed: int, d
 def evaluate_checkpoint(args: Args) -> dict:
     """--eval-checkpoint: --eval-episodes episodes (or, with --render, one Tetris game drawn in the terminal)."""
     ckpt, args, device = run.open_checkpoint("ppo_puffer_async", Args, args, required=("obs_rms",))
-    if args.render and args.env_id != "tetris":
-        raise ValueError(f"--render draws Tetris games; {args.eval_checkpoint} is a {args.env_id} run: drop --render")
     # the run's own vecenv: validate_args checks the flags against it, and the policy takes its spaces
     probe = make_puffer_vecenv(
         args.env_id, args.num_envs, args.seed, max_ticks=args.max_ticks, env_kwargs=args.env_kwargs, teams=args.teams
     )
     validate_args(args, probe)
     policy = Policy(probe.single_observation_space.shape, probe.single_action_space, args).to(device)
+    obs_rms = None
+    if ckpt["obs_rms"] is not None:  # the training's observation statistics, frozen
+        obs_rms = puffer_envs.observation_statistics(probe)
+        obs_rms.load_state_dict(ckpt["obs_rms"])
     probe.close()
     run.load_weights(policy, ckpt, "--eval-checkpoint", args.eval_checkpoint)
     if args.render:
@@ -896,16 +789,14 @@ def evaluate_checkpoint(args: Args) -> dict:
                 out, _, state = policy.step(torch.as_tensor(obs, device=device), state)
             return policy.choose(out, args.eval_actions).cpu().numpy()
 
-        return watch(act, args.seed + 10_000, args.max_ticks, args.render_fps)
+        return puffer_envs.watch(args.env_id, act, args.seed + 10_000, args.max_ticks, args.render_fps)
     name = f"checkpoint-step{ckpt['global_step']}"
     videos = video_paths(os.path.dirname(args.eval_checkpoint), name, args.capture_video, args.gif)
     eval_seed = args.seed + 10_000
-    result = evaluate(
-        policy, args, ckpt["obs_rms"], episodes=args.eval_episodes, seed=eval_seed, device=device, videos=videos
-    )
+    result = evaluate(policy, args, obs_rms, episodes=args.eval_episodes, seed=eval_seed, device=device, videos=videos)
     if args.eval_opponents == "random":  # each team against uniformly random teams
         against_random = evaluate(
-            policy, args, ckpt["obs_rms"], episodes=args.eval_episodes, seed=eval_seed, device=device, opponents=True
+            policy, args, obs_rms, episodes=args.eval_episodes, seed=eval_seed, device=device, opponents=True
         )
         result.update(against_random)
     episodes = f"{len(result['return'])} episodes ({args.eval_actions} actions)"
@@ -932,11 +823,11 @@ def train(args: Args) -> dict:
         log_interval=args.horizon,
         teams=args.teams,
     )
-    obs_rms = None
-    if args.norm_obs:  # running mean and std of the observations, frozen for evaluation
-        vecenv = NormalizedObservations(vecenv)
-        obs_rms = vecenv.obs_rms
     validate_args(args, vecenv)
+    # --norm-obs: the observations' running mean and std (updated in the rollout, frozen for evaluation); --norm-reward:
+    # the running std of each agent's discounted return
+    obs_rms = puffer_envs.observation_statistics(vecenv) if args.norm_obs else None
+    reward_scaler = RewardScaler(vecenv.num_agents, args.gamma) if args.norm_reward else None
     batch_size = args.batch_size or vecenv.num_agents * args.horizon  # agent steps per update and rank
     segments = batch_size // args.horizon  # buffer rows per rank
     obs_shape = vecenv.single_observation_space.shape
@@ -945,13 +836,13 @@ def train(args: Args) -> dict:
     # foreach: each op of Adam's step on all the tensors at once, not torch's CPU loop: the same steps, faster
     # (docs/benchmarks.md)
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.learning_rate, eps=1e-5, foreach=True)
-    episodes = EpisodeStats(vecenv.num_agents, args.gamma if args.norm_reward else None)
+    episodes = EpisodeStats(vecenv.num_agents)
     torch.set_num_threads(args.torch_threads)  # (the Tetris default gives torch both cores)
     update_size = batch_size * world.size  # agent steps per update, all ranks together
     num_updates = run.count_updates(args.total_timesteps, update_size, world.size, resumed)
     # The schedules' values now (an extended run goes on from them), and what a checkpoint holds.
     rates = dict(learning_rate=args.learning_rate, ent_coef=args.ent_coef, prio_beta=args.prio_beta0)
-    state = dict(model=policy, optimizer=optimizer, obs_rms=obs_rms, return_rms=episodes.reward_scaler, rates=rates)
+    state = dict(model=policy, optimizer=optimizer, obs_rms=obs_rms, return_rms=reward_scaler, rates=rates)
     start_update, schedule = run.restore(resumed, args, state, num_updates, world)  # --resume: load what was saved
     about = f"{args.env_id}, {vecenv.num_agents} agents, {args.async_factor} group(s), {segments} rows x {args.horizon}"
     writer, checkpoint = run.open_run(
@@ -980,7 +871,7 @@ def train(args: Args) -> dict:
     timers = dict(env=0.0, inference=0.0, learn=0.0)
     episode_means = {}
     kind_returns = {}
-    game_stats = {}
+    env_stats = {}
     last_eval = None
     eval_text = ""
     interrupted = False
@@ -999,15 +890,17 @@ def train(args: Args) -> dict:
             rates["prio_beta"] = 1.0 if left <= 1 else beta0 + (1.0 - beta0) * done / (left - 1)
             reward_scale = args.reward_scale
             if args.norm_reward:
-                reward_scale = args.reward_scale / episodes.reward_scaler.std()
+                reward_scale = args.reward_scale / reward_scaler.std()
             infos = rollout(
                 vecenv,
                 policy,
                 experience,
                 episodes,
-                gamma=args.gamma,
+                obs_rms=obs_rms,
+                reward_scaler=reward_scaler,
                 reward_scale=reward_scale,
                 reward_clamp=args.reward_clamp,
+                gamma=args.gamma,
                 device=device,
                 timers=timers,
             )
@@ -1038,42 +931,44 @@ def train(args: Args) -> dict:
                     out, new_values = policy.unroll(obs, initial_state, starts, args.burn_in, args.tbptt)
                     action_masks = take(batch["action_masks"], rows)  # agents of two or more kinds: their own actions
                     new_logprobs, entropy = policy.logprob_and_entropy(out, batch["actions"][rows], action_masks)
+                    logratio = new_logprobs - batch["logprobs"][rows]
+                    ratio = logratio.exp()
                     mb_masks = masks[rows]
                     if args.burn_in:  # burn-in steps only warm the state up
                         mb_masks[:, : args.burn_in] = 0.0
+                    with torch.no_grad():
+                        # CleanRL's ppo.py's two estimators of KL(old || new): -log r, and the low-variance
+                        # (r - 1) - log r
+                        old_approx_kl = masked_mean(-logratio, mb_masks)
+                        approx_kl = masked_mean((ratio - 1) - logratio, mb_masks)
+                        clipfracs.append(masked_mean(((ratio - 1.0).abs() > args.clip_coef).float(), mb_masks))
                     mb_advantages = advantages[rows]
                     if args.norm_adv:
                         mb_advantages = normalize_advantages(mb_advantages, mb_masks)
-                    minibatch = dict(
-                        logprobs=batch["logprobs"][rows],
-                        values=values[rows],
-                        returns=returns[rows],
-                        advantages=mb_advantages,
-                        masks=mb_masks,
-                    )
-                    loss, losses = ppo_loss(
-                        new_logprobs,
+                    pg_loss, v_loss = ppo_loss(
+                        ratio,
+                        mb_advantages,
                         new_values,
-                        entropy,
-                        minibatch,
+                        values[rows],
+                        returns[rows],
+                        mb_masks,
                         weights=weights,
                         clip_coef=args.clip_coef,
                         vf_clip_coef=args.vf_clip_coef,
-                        vf_coef=args.vf_coef,
-                        ent_coef=rates["ent_coef"],
                     )
-                    clipfracs.append(losses["clipfrac"])
+                    entropy_loss = masked_mean(entropy, mb_masks)  # the bonus is not importance-weighted
+                    loss = pg_loss + args.vf_coef * v_loss - rates["ent_coef"] * entropy_loss
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
                     # torchrun: the ranks' mean gradients, loss and approx_kl, so that every rank stops alike
-                    mean_loss, losses["approx_kl"] = distributed.average_gradients(
-                        world, policy.parameters(), loss.detach(), losses["approx_kl"]
+                    mean_loss, approx_kl = distributed.average_gradients(
+                        world, policy.parameters(), loss.detach(), approx_kl
                     )
                     if not torch.isfinite(mean_loss):
                         raise run.non_finite_loss_error(mean_loss, update, global_step)
-                    losses["grad_norm"] = nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
+                    grad_norm = nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
                     optimizer.step()
-                if args.target_kl is not None and losses["approx_kl"] > args.target_kl:
+                if args.target_kl is not None and approx_kl > args.target_kl:
                     break
             timers["learn"] += time.perf_counter() - start
 
@@ -1081,31 +976,11 @@ def train(args: Args) -> dict:
             episode_returns, episode_lengths, episode_agents = episodes.log.pop()
             pooled = distributed.pool(world, episode_returns, episode_lengths, episode_agents, infos, [stop.requested])
             episode_returns, episode_lengths, episode_agents, infos, stops = pooled
-            # As CleanRL's ppo.py: the last minibatch's losses, and the fraction clipped over all of the update's
-            # minibatches (pufferl.py logs every loss, KL and clipfrac as the mean over all minibatches)
-            scalars = {f"losses/{key}": value.item() for key, value in losses.items()}
-            scalars["losses/clipfrac"] = torch.stack(clipfracs).mean().item()
-            scalars["losses/explained_variance"] = logs.explained_variance(values[masks > 0], returns[masks > 0])
-            for key, value in rates.items():  # learning_rate, ent_coef, prio_beta
-                scalars[f"charts/{key}"] = value
-            if policy.log_std is not None:  # the Gaussian's std, mean over the action's dimensions: how it explores
-                scalars["charts/action_std"] = policy.action_std(None if vecenv.kinds is None else vecenv.kinds.masks)
-            for key, value in timers.items():
-                scalars[f"perf/{key}_time_frac"] = value / sum(timers.values())
-            scalars["charts/SPS"] = progress.sps(global_step)
-            if vecenv.agents_per_env > 1:
-                scalars["charts/agent_steps"] = global_step
-                scalars["charts/env_steps"] = global_step / vecenv.agents_per_env
+            sps = progress.sps(global_step)  # training steps per second, before this update's evaluation
             if episode_returns:
                 episode_means = {"return": float(np.mean(episode_returns)), "length": float(np.mean(episode_lengths))}
-                scalars["charts/episodic_return"] = episode_means["return"]
-                scalars["charts/episodic_length"] = episode_means["length"]
                 kind_returns = puffer_envs.kind_means("charts/episodic_return", episode_returns, episode_agents, vecenv)
-                scalars.update(kind_returns)
-            if infos:  # Tetris's own stats
-                game_stats = merge_infos(infos)
-                for key, value in game_stats.items():
-                    scalars[f"tetris/{key}"] = value
+            env_stats = puffer_envs.info_scalars(infos)  # the env's own (Tetris's lines, score, ...), if it reports any
 
             if world.rank == 0 and (args.eval_freq and update % args.eval_freq == 0 or update == num_updates):
                 videos = video_paths(checkpoint.run_dir, f"eval-step{global_step}", args.capture_video)
@@ -1127,7 +1002,35 @@ def train(args: Args) -> dict:
                         result.update(against_random)
                 last_eval, eval_text = log_eval(writer, result, global_step)
             if writer is not None:
-                for tag, value in scalars.items():
+                # As CleanRL's ppo.py: the last minibatch's losses, and the fraction clipped over all of the update's
+                # minibatches (pufferl.py logs every loss, KL and clipfrac as the mean over all minibatches)
+                writer.add_scalar("charts/learning_rate", rates["learning_rate"], global_step)
+                writer.add_scalar("charts/ent_coef", rates["ent_coef"], global_step)
+                writer.add_scalar("charts/prio_beta", rates["prio_beta"], global_step)
+                writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
+                writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
+                writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
+                writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
+                writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+                writer.add_scalar("losses/clipfrac", torch.stack(clipfracs).mean().item(), global_step)
+                writer.add_scalar("losses/grad_norm", grad_norm.item(), global_step)
+                explained_variance = logs.explained_variance(values[masks > 0], returns[masks > 0])
+                writer.add_scalar("losses/explained_variance", explained_variance, global_step)
+                if policy.log_std is not None:  # the Gaussian's std, mean over the action's dimensions: how it explores
+                    action_std = policy.action_std(None if vecenv.kinds is None else vecenv.kinds.masks)
+                    writer.add_scalar("charts/action_std", action_std, global_step)
+                for name, seconds in timers.items():  # where the time goes: env, inference, learn
+                    writer.add_scalar(f"perf/{name}_time_frac", seconds / sum(timers.values()), global_step)
+                writer.add_scalar("charts/SPS", sps, global_step)
+                if vecenv.agents_per_env > 1:
+                    writer.add_scalar("charts/agent_steps", global_step, global_step)
+                    writer.add_scalar("charts/env_steps", global_step / vecenv.agents_per_env, global_step)
+                if episode_returns:
+                    writer.add_scalar("charts/episodic_return", episode_means["return"], global_step)
+                    writer.add_scalar("charts/episodic_length", episode_means["length"], global_step)
+                    for tag, value in kind_returns.items():  # charts/episodic_return/<kind>
+                        writer.add_scalar(tag, value, global_step)
+                for tag, value in env_stats.items():  # tetris/<stat>
                     writer.add_scalar(tag, value, global_step)
                 kinds_line = {tag.split("/")[-1]: value for tag, value in kind_returns.items()}
                 progress.update(
@@ -1135,7 +1038,6 @@ def train(args: Args) -> dict:
                     update=update,
                     ret=episode_means.get("return"),
                     len=episode_means.get("length"),
-                    lines=game_stats.get("lines_deleted"),
                     eval=last_eval,
                     **kinds_line,
                 )
@@ -1161,12 +1063,21 @@ def train(args: Args) -> dict:
         args=args,
         obs_rms=obs_rms,
         episode_stats=episode_means,
-        tetris_stats=game_stats,
+        env_stats=env_stats,
     )
 
 
 def main(argv=None) -> None:
-    run.main("ppo_puffer_async", Args, args_for, train, evaluate_checkpoint, argv)
+    try:
+        # each flag's default: --env-id's preset (common/presets.py); with --resume, --eval-checkpoint: the saved run's
+        default = run.defaults(Args, "ppo_puffer_async", presets.ppo_puffer_async, argv)
+        args = tyro.cli(Args, args=argv, default=default)
+        if args.eval_checkpoint:
+            evaluate_checkpoint(args)
+        elif train(args)["interrupted"]:
+            sys.exit(run.EXIT_INTERRUPTED)  # Ctrl-C: the run saved; 130, as a shell reports a SIGINT
+    except run.ONE_LINE_ERRORS as e:  # bad flags, a non-finite loss, a dead worker or rank, a failed save, Ctrl-C
+        sys.exit(run.exit_for(e))
 
 
 if __name__ == "__main__":

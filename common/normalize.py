@@ -34,6 +34,10 @@ class RunningMeanStd:
         self.mean = np.asarray(self.mean)
         self.var = np.asarray(self.var)
 
+    def normalize(self, obs: np.ndarray) -> np.ndarray:
+        """`obs` scaled by these statistics, clipped to +-10 (normalize_obs)."""
+        return normalize_obs(obs, self)
+
     def state_dict(self) -> dict:
         return {"mean": torch.from_numpy(self.mean), "var": torch.from_numpy(self.var), "count": self.count}
 

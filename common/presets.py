@@ -10,9 +10,9 @@ Under torchrun every preset gives each rank one torch thread (two processes on o
 from common import gym_envs, puffer_envs
 
 PPO_PUFFER_ASYNC = {
-    # A Gymnasium id with Discrete or MultiDiscrete actions: one set for CartPole, Acrobot, MountainCar and
-    # LunarLander (docs/classic_control.md). The env is cheap and the network small: 8 envs stepped in this process, one
-    # torch thread, a 64-wide tanh encoder over normalized observations (with ReLU, MountainCar stays at -200), lambda 1,
+    # A Gymnasium id with Discrete or MultiDiscrete actions: one set for CartPole, Acrobot, MountainCar and LunarLander
+    # (docs/classic_control.md). The env is cheap and the network small: 8 envs stepped in this process, one torch
+    # thread, a 64-wide tanh encoder over normalized observations (with ReLU, MountainCar stays at -200), lambda 1,
     # rewards x 0.1, no entropy bonus; the value may move far from the rollout's estimate (vf_clip_coef 10).
     "gymnasium": dict(
         torch_threads=1,
@@ -60,7 +60,8 @@ PPO_PUFFER_ASYNC = {
     # A Gymnasium id with Box actions: one set, as CleanRL's ppo_continuous_action.py has (docs/ppo_puffer_async.md):
     # 2048 steps from 8 envs, 10 epochs, Adam 3e-4, normalized observations and rewards, separate 64-wide tanh networks
     # (the value term weighs twice CleanRL's: vf_coef 1.0), in minibatches of 256 steps (16 rows of 16, which run faster
-    # than rows of 64: docs/benchmarks.md). With --lstm pass --no-separate-critic: the critic then reads the LSTM's memory.
+    # than rows of 64: docs/benchmarks.md). With --lstm pass --no-separate-critic: the critic then reads the LSTM's
+    # memory.
     "continuous": dict(
         torch_threads=1,
         eval_freq=0,
@@ -106,8 +107,9 @@ PPO_PUFFER_ASYNC = {
     ),
     # mpe-spread and any PettingZoo module: the env is the cost, so 2 sleeping workers step one group each while the
     # policy runs on the other (--backend Serial: add --num-workers 1). One update epoch, PufferLib 3.0.0's default
-    # (pufferlib/config/default.ini); the other values are not PufferLib's (its 3.0.0 release has no MPE config); an entropy
-    # bonus of 0.01 keeps the policy from collapsing. 100 evaluation envs: enough to tell a team from random play.
+    # (pufferlib/config/default.ini); the other values are not PufferLib's (its 3.0.0 release has no MPE config); an
+    # entropy bonus of 0.01 keeps the policy from collapsing. 100 evaluation envs: enough to tell a team from random
+    # play.
     "pettingzoo": dict(
         torch_threads=1,
         eval_freq=0,
@@ -151,8 +153,8 @@ PPO_PUFFER_ASYNC = {
         eval_opponents="trained",
         eval_max_steps=1000,
     ),
-    # CartPole without velocities, for --lstm: rows of 25 (evaluations on whole 10k steps), 10 epochs of one
-    # minibatch, rewards x 0.1 (the LSTM's output is bounded: its value head could not reach CartPole's returns).
+    # CartPole without velocities, for --lstm: rows of 25 (evaluations on whole 10k steps), 10 epochs of one minibatch,
+    # rewards x 0.1 (the LSTM's output is bounded: its value head could not reach CartPole's returns).
     "cartpole-novel": dict(
         torch_threads=1,
         eval_freq=0,
@@ -241,11 +243,11 @@ PPO_PUFFER_ASYNC = {
         eval_max_steps=1000,
     ),
     # atari-<game>: CleanRL's ppo_atari.py (docs/atari.md): 8 envs x 128 steps, 4 minibatches, 4 epochs, Adam 2.5e-4,
-    # clip 0.1 (the value's too), rewards clipped to [-1, 1] for learning, the Nature CNN's 512 features, 2 torch threads.
-    # Rows of one step: a minibatch is 256 steps drawn from the whole rollout, as CleanRL's are (rows of 16 steps learned
-    # Breakout far more slowly: docs/atari.md). With --lstm pass --horizon 128: rows of 128 steps and an LSTM of 128, as
-    # ppo_atari_lstm.py's. Evaluation plays whole games, sampling actions (as cleanrl_utils/evals/ppo_eval.py), up to ALE's
-    # 108,000-frame cap (ale-py's vector_env.py default).
+    # clip 0.1 (the value's too), rewards clipped to [-1, 1] for learning, the Nature CNN's 512 features, 2 torch
+    # threads. Rows of one step: a minibatch is 256 steps drawn from the whole rollout, as CleanRL's are (rows of 16
+    # steps learned Breakout far more slowly: docs/atari.md). With --lstm pass --horizon 128: rows of 128 steps and an
+    # LSTM of 128, as ppo_atari_lstm.py's. Evaluation plays whole games, sampling actions (as
+    # cleanrl_utils/evals/ppo_eval.py), up to ALE's 108,000-frame cap (ale-py's vector_env.py default).
     "atari": dict(
         torch_threads=2,
         eval_freq=0,
@@ -301,8 +303,8 @@ def ppo_puffer_async(env_id: str, env_kwargs: str = "") -> dict:
 
 A2C_CARTPOLE = {
     # Box actions: one set for every continuous-control task, as CleanRL's ppo_continuous_action.py has, measured on
-    # Pendulum-v1 and HalfCheetah-v5 (docs/a2c.md). Rewards are normalized, as the return's scale differs from task to task;
-    # gamma 0.95 (MuJoCo locomotion goes further with --gamma 0.99).
+    # Pendulum-v1 and HalfCheetah-v5 (docs/a2c.md). Rewards are normalized, as the return's scale differs from task to
+    # task; gamma 0.95 (MuJoCo locomotion goes further with --gamma 0.99).
     "continuous": dict(
         torch_threads=1,
         eval_freq=400,
@@ -333,8 +335,8 @@ A2C_CARTPOLE = {
         eval_max_steps=1000,
     ),
     # POPGym's memory tasks with Discrete actions (popgym-... ids), for --lstm: 16-step rollouts to backpropagate
-    # through, three times the learning rate, a 128-wide LSTM, GAE; rewards unscaled, as POPGym keeps every return within
-    # [-1, 1] (docs/a2c.md).
+    # through, three times the learning rate, a 128-wide LSTM, GAE; rewards unscaled, as POPGym keeps every return
+    # within [-1, 1] (docs/a2c.md).
     "popgym": dict(
         torch_threads=1,
         eval_freq=50,
@@ -364,8 +366,8 @@ A2C_CARTPOLE = {
         log_freq=10,
         eval_max_steps=1000,
     ),
-    # LunarLander-v3's own set, as RL Zoo's hyperparams/a2c.yml keeps one per env: RL Zoo's gamma 0.995, returns
-    # x 0.01, normalized advantages, 64 envs, twice the learning rate (docs/classic_control.md).
+    # LunarLander-v3's own set, as RL Zoo's hyperparams/a2c.yml keeps one per env: RL Zoo's gamma 0.995, returns x 0.01,
+    # normalized advantages, 64 envs, twice the learning rate (docs/classic_control.md).
     "LunarLander-v3": dict(
         torch_threads=1,
         eval_freq=312,
@@ -395,8 +397,8 @@ A2C_CARTPOLE = {
         log_freq=10,
         eval_max_steps=1000,
     ),
-    # Pendulum-v1's own set: the Box set with a wider first noise (std 1), twice the learning rate and an entropy
-    # bonus of 1e-3 (docs/a2c.md).
+    # Pendulum-v1's own set: the Box set with a wider first noise (std 1), twice the learning rate and an entropy bonus
+    # of 1e-3 (docs/a2c.md).
     "Pendulum-v1": dict(
         torch_threads=1,
         eval_freq=400,

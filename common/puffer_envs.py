@@ -22,7 +22,8 @@ import pufferlib
 from common import atari, vector
 from common.gym_envs import box_actions, check_gym_env, check_observation_space, make_flat_env
 from common.normalize import RunningMeanStd, normalize_obs
-from common.tetris import Tetris, tetris_sharing_final_obs
+from common.tetris import Tetris, merge_infos, tetris_sharing_final_obs
+from common.tetris import watch as watch_tetris
 
 
 def final_observation_rows(final_obs_buffer, slot: int, num_agents: int, obs_shape: tuple) -> np.ndarray:
@@ -157,44 +158,19 @@ def make_repeat_previous_easy() -> gym.Env:
 MEMORY_ENVS = {"cartpole-novel": make_cartpole_novel, "repeat-previous-easy": make_repeat_previous_easy}
 
 
-class NormalizedObservations:
-    """A PufferLib-protocol vecenv whose observations (and final observations) are scaled by running statistics
-    of the real agents' observations it returned so far, clipped to +-10, as SB3 2.9.2's VecNormalize does. Frozen
-    (evaluation), it scales by the statistics it was given (or a checkpoint's state of them) and never updates
-    them. Agents of two or more kinds: see KindStatistics."""
-
-    def __init__(self, vecenv, obs_rms=None, frozen=False):
-        self.vecenv = vecenv
-        self.frozen = frozen
-        if obs_rms is None or isinstance(obs_rms, dict):  # new, or a checkpoint's state of them
-            shape = vecenv.single_observation_space.shape
-            state = obs_rms
-            obs_rms = RunningMeanStd(shape) if vecenv.kinds is None else KindStatistics(vecenv.kinds)
-            if state is not None:
-                obs_rms.load_state_dict(state)
-        self.obs_rms = obs_rms
-        self.normalize = (
-            functools.partial(normalize_obs, obs_rms=obs_rms) if vecenv.kinds is None else obs_rms.normalize
-        )
-
-    def __getattr__(self, name):  # send, async_reset, close, spaces, ... are the vecenv's
-        return getattr(self.vecenv, name)
-
-    def recv(self):
-        obs, *rest = self.vecenv.recv()
-        if not self.frozen and rest[-1].any():  # rest[-1]: masks (absent agents' observations are padding)
-            self.obs_rms.update(obs[rest[-1]])
-        return (self.normalize(obs), *rest)
-
-    @property
-    def final_observations(self):
-        return self.normalize(self.vecenv.final_observations)
+def observation_statistics(vecenv):
+    """--norm-obs's running statistics of `vecenv`'s observations, as SB3 2.9.2's VecNormalize keeps them: one
+    RunningMeanStd, or for agents of two or more kinds a KindStatistics. Either has `update(obs)` (the real agents'
+    observations), `normalize(obs)` (scaled, clipped to +-10) and a state_dict for the checkpoint."""
+    if vecenv.kinds is None:
+        return RunningMeanStd(vecenv.single_observation_space.shape)
+    return KindStatistics(vecenv.kinds)
 
 
 class KindStatistics:
     """Observation statistics of agents of two or more kinds: each kind's own RunningMeanStd over its own columns (a
     padded column means different things to different kinds); the padding and the kind one-hot are left as they are.
-    Used as NormalizedObservations' `obs_rms` (the kind of a row is read from its one-hot)."""
+    The kind of a row is read from its one-hot."""
 
     def __init__(self, kinds):
         self.widths = kinds.obs_widths
@@ -207,6 +183,7 @@ class KindStatistics:
                 rms.update(obs[kind == k, :width])
 
     def normalize(self, obs: np.ndarray) -> np.ndarray:
+        """Each kind's columns scaled by its own statistics, clipped to +-10; the rest as they are."""
         out = obs.astype(np.float32)
         kind = obs[:, -len(self.rms) :].argmax(1)
         for k, (width, rms) in enumerate(zip(self.widths, self.rms)):
@@ -518,6 +495,33 @@ class FlatObservations:
         return (self.flat(obs), *rest)
 
 
+def info_scalars(infos: list) -> dict:
+    """The env's own stats from its infos, as TensorBoard scalars: Tetris's (lines deleted, score, ...: means over
+    the games that ended) under tetris/; {} for envs that report none."""
+    if not infos:
+        return {}
+    return {f"tetris/{key}": value for key, value in merge_infos(infos).items()}
+
+
+def eval_stats(infos: list) -> dict:
+    """An evaluation's own stats of the env, over all the games that ended: Tetris's lines deleted and score."""
+    stats = merge_infos(infos) if infos else {}
+    return {key: np.array([stats[key]]) for key in ("lines_deleted", "score") if key in stats}
+
+
+def records_video(env_id: str) -> bool:
+    """Whether evaluation can record `env_id`'s episodes (--capture-video, --gif): not the memory tasks (no frames)
+    nor an EnvFamily's."""
+    return env_id not in MEMORY_ENVS and not any(own.matches(env_id) for own in FAMILIES)
+
+
+def watch(env_id: str, act, seed: int, max_ticks: int, fps: float) -> dict:
+    """--render: one game played by `act` (observation -> action) drawn in the terminal; Tetris only."""
+    if env_id != "tetris":
+        raise ValueError(f"--render draws Tetris games; this is a {env_id} run: drop --render")
+    return watch_tetris(act, seed, max_ticks, fps)
+
+
 def make_puffer_vecenv(
     env_id: str,
     num_envs: int,
@@ -546,8 +550,8 @@ def make_puffer_vecenv(
     (gym_envs.make_flat_env). The vecenv also carries `agents_per_env`; `kinds`: a PettingZoo env's AgentKinds
     (`teams`: --teams), None for agents of one kind; `agent_kinds`: the kind of each of its agents; `action_masks`:
     (agents, outputs of the policy head) True where an action (a Box dimension) is the agent's own, None when every
-    agent has them all; `game_over`: None, except for Atari, where a lost life ends the learner's episode and
-    `game_over[agent]` says whether the last recv's step ended the whole game.
+    agent has them all; `game_over[agent]`: whether the last recv's step ended the agent's whole game (an episode,
+    except in Atari, where a lost life ends the learner's episode and the game goes on).
     """
     if num_envs < 1 or num_workers < 1 or async_factor < 1:
         raise ValueError(

@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from typing import Literal, Optional
 
 import torch
-import tyro
 
 from common import distributed
 from common.checkpoint import VALUE_LOSS_CONVENTION, RunCheckpoint, SaveError, load_run_checkpoint
-from common.vector import WorkerError
 from common.logs import announce, finish_wandb, make_run_name, make_writer, start_wandb
+from common.vector import WorkerError
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention: a calling script tells a stopped run from a finished one
 # What a script's main() turns into "error: <one line>" and exit 1 (exit_for; a Ctrl-C outside the training loop: 130)
@@ -135,10 +134,10 @@ def saved_flags(Args, ckpt: dict, flag: str, path: str):
 
 def defaults(Args, script: str, preset_of, argv: Optional[list] = None):
     """Every flag's default for this command line, as Args, which tyro then parses the command line over (and
-    --help shows): the preset of its --env-id (`preset_of(env_id, env_kwargs)`: common/presets.py; None: Args; a torchrun rank
-    gets one torch thread). With --resume or --eval-checkpoint: the saved run's flags, but for the flags those take
-    from the command line (RESUME_FLAGS, EVAL_FLAGS), which default as for a new run of the saved env (--resume:
-    --total-timesteps to the saved total); any other flag given with them is a one-line error. Only --env-id,
+    --help shows): the preset of its --env-id (`preset_of(env_id, env_kwargs)`: common/presets.py; None: Args; a
+    torchrun rank gets one torch thread). With --resume or --eval-checkpoint: the saved run's flags, but for the
+    flags those take from the command line (RESUME_FLAGS, EVAL_FLAGS), which default as for a new run of the saved env
+    (--resume: --total-timesteps to the saved total); any other flag given with them is a one-line error. Only --env-id,
     --env-kwargs and the checkpoint's path are read from `argv` here."""
     argv = sys.argv[1:] if argv is None else list(argv)
     resume = flag_value(argv, "--resume")
@@ -165,8 +164,10 @@ def defaults(Args, script: str, preset_of, argv: Optional[list] = None):
     saved = saved_flags(Args, load_run_checkpoint(path, script, flag, resume=bool(resume)), flag, path)
     if other := [name for name in given_flags(argv) if name not in own + [flag[2:].replace("-", "_")]]:
         allowed = ", ".join(f"--{name.replace('_', '-')}" for name in own if hasattr(saved, name))
-        raise ValueError(f"{flag} uses the saved run's flags: drop --{other[0].replace('_', '-')} ({allowed} may change)")
-    fresh = defaults(Args, script, preset_of, ["--env-id", saved.env_id, "--env-kwargs", getattr(saved, "env_kwargs", "")])
+        drop = other[0].replace("_", "-")
+        raise ValueError(f"{flag} uses the saved run's flags: drop --{drop} ({allowed} may change)")
+    saved_env = ["--env-id", saved.env_id, "--env-kwargs", getattr(saved, "env_kwargs", "")]
+    fresh = defaults(Args, script, preset_of, saved_env)
     own_defaults = {key: getattr(fresh, key) for key in own if hasattr(fresh, key) and key != "total_timesteps"}
     return dataclasses.replace(saved, resume=None, eval_checkpoint=None, **own_defaults)
 

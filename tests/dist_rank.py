@@ -61,20 +61,19 @@ def record_first_observations(script, first):
 
 
 def train(outdir, name, flags):
-    from common import run
+    import tyro
+
+    from common import distributed, presets, run
 
     script = importlib.import_module(name)
     rank = int(os.environ["RANK"])
-    if os.environ.get("KL_RANK") == str(rank):
-        loss_fn = script.ppo_loss
+    if os.environ.get("KL_RANK") == str(rank):  # this rank's approx_kl is 10 when the ranks average it
+        average = distributed.average_gradients
 
-        def high_kl_loss(*args, **kwargs):
-            out = loss_fn(*args, **kwargs)
-            if isinstance(out[1], dict):  # ppo_puffer_async: (loss, losses)
-                return out[0], {**out[1], "approx_kl": torch.tensor(10.0)}
-            return out[:5] + (torch.tensor(10.0),) + out[6:]  # ppo_tetris: approx_kl is the 6th
+        def high_kl(world, params, loss, *approx_kl):
+            return average(world, params, loss, *(torch.tensor(10.0) for _ in approx_kl))
 
-        script.ppo_loss = high_kl_loss
+        distributed.average_gradients = high_kl
     steps = [0]
     for optimizer in (torch.optim.Adam, torch.optim.RMSprop):  # a2c_cartpole.py's default is RMSprop
 
@@ -85,7 +84,9 @@ def train(outdir, name, flags):
         optimizer.step = counting_step
     first = []
     record_first_observations(script, first)
-    result = script.train(run.parse_args(script.Args, name, flags, script.args_for))  # as main() reads them
+    preset_of = {"a2c_cartpole": presets.a2c_cartpole, "ppo_puffer_async": presets.ppo_puffer_async}.get(name)
+    args = tyro.cli(script.Args, args=flags, default=run.defaults(script.Args, name, preset_of, flags))  # as main()
+    result = script.train(args)
     params = {k: v.clone() for k, v in result.pop("policy").state_dict().items()}
     result.pop("args", None)
     torch.save(
@@ -136,10 +137,20 @@ def grad(outdir):
                     torch.zeros(len(sel), horizon, dtype=torch.bool),
                 )
                 logprobs, entropy = model.logprob_and_entropy(logits, actions[sel])
-                mb = dict(logprobs=old_logprobs[sel], values=old_values[sel], returns=returns[sel])
-                mb.update(advantages=advantages[sel], masks=torch.ones(len(sel), horizon))
-                coefs = dict(clip_coef=0.2, vf_clip_coef=0.2, vf_coef=0.5, ent_coef=0.01)
-                return ppo_puffer_async.ppo_loss(logprobs, values, entropy, mb, weights=None, **coefs)[0]
+                ratio = (logprobs - old_logprobs[sel]).exp()
+                masks = torch.ones(len(sel), horizon)
+                pg_loss, v_loss = ppo_puffer_async.ppo_loss(
+                    ratio,
+                    advantages[sel],
+                    values,
+                    old_values[sel],
+                    returns[sel],
+                    masks,
+                    weights=None,
+                    clip_coef=0.2,
+                    vf_clip_coef=0.2,
+                )
+                return pg_loss + 0.5 * v_loss - 0.01 * ppo_puffer_async.masked_mean(entropy, masks)
 
         else:
             net = ppo_tetris.Agent(obs_dim, num_actions, hidden_size=16)

@@ -11,15 +11,15 @@ pytest.importorskip("ale_py", reason='the Atari tests need the atari extra: pip 
 
 from common import atari  # noqa: E402
 from common.puffer_envs import make_puffer_vecenv  # noqa: E402
-from conftest import ROOT  # noqa: E402
-from ppo_puffer_async import EpisodeStats, Experience, Policy, args_for, rollout, train  # noqa: E402
+from conftest import ROOT, puffer_args  # noqa: E402
+from ppo_puffer_async import EpisodeStats, Experience, Policy, rollout, train  # noqa: E402
 
 CPU = torch.device("cpu")
 FRAMES = (4, 84, 84)
 
 
 def test_nature_cnn_has_cleanrls_shapes_and_scales_frames_by_255():
-    args = args_for("atari-breakout")
+    args = puffer_args("atari-breakout")
     policy = Policy(FRAMES, Discrete(4), args)
     convs = [m for m in policy.encoder if isinstance(m, torch.nn.Conv2d)]
     assert [(c.in_channels, c.out_channels, c.kernel_size, c.stride) for c in convs] == [
@@ -43,7 +43,7 @@ def test_nature_cnn_has_cleanrls_shapes_and_scales_frames_by_255():
 
 
 def test_lstm_on_the_cnn_replays_what_it_stepped():
-    policy = Policy(FRAMES, Discrete(4), args_for("atari-breakout", lstm=True))
+    policy = Policy(FRAMES, Discrete(4), puffer_args("atari-breakout", lstm=True))
     assert (policy.lstm.input_size, policy.lstm.hidden_size) == (512, 128)
     rows = torch.randint(0, 256, (2, 4, *FRAMES), dtype=torch.uint8)
     state = policy.initial_state(2, CPU)
@@ -108,12 +108,22 @@ def test_a_game_of_several_lives_is_one_logged_return_and_the_learner_sees_each_
     vecenv = atari.AtariEnvs("breakout", 2)
     vecenv.envs = [ScriptedALE(script)]
     vecenv.async_reset(0)
-    policy = Policy(FRAMES, Discrete(4), args_for("atari-breakout"))
+    policy = Policy(FRAMES, Discrete(4), puffer_args("atari-breakout"))
     experience = Experience(2, 4, 2, FRAMES, CPU, action_space=Discrete(4))
     episodes = EpisodeStats(2)
     timers = dict(env=0.0, inference=0.0)
     rollout(
-        vecenv, policy, experience, episodes, gamma=0.99, reward_scale=1.0, reward_clamp=1.0, device=CPU, timers=timers
+        vecenv,
+        policy,
+        experience,
+        episodes,
+        obs_rms=None,
+        reward_scaler=None,
+        gamma=0.99,
+        reward_scale=1.0,
+        reward_clamp=1.0,
+        device=CPU,
+        timers=timers,
     )
     # the learner: rewards clipped to [-1, 1], an episode ends at each lost life
     np.testing.assert_array_equal(experience.rewards, [[1, 1, 0, 1], [-1, 0, 0, 0]])
@@ -122,7 +132,17 @@ def test_a_game_of_several_lives_is_one_logged_return_and_the_learner_sees_each_
     returns, lengths, agents = episodes.log.pop()
     assert sorted(zip(agents, returns, lengths)) == [(1, -1.0, 2)]
     rollout(
-        vecenv, policy, experience, episodes, gamma=0.99, reward_scale=1.0, reward_clamp=1.0, device=CPU, timers=timers
+        vecenv,
+        policy,
+        experience,
+        episodes,
+        obs_rms=None,
+        reward_scaler=None,
+        gamma=0.99,
+        reward_scale=1.0,
+        reward_clamp=1.0,
+        device=CPU,
+        timers=timers,
     )
     returns, lengths, agents = episodes.log.pop()
     assert sorted(zip(agents, returns, lengths)) == [(0, 12.0, 5)]
@@ -151,11 +171,11 @@ def test_the_vector_env_steps_real_games_reproducibly_in_groups():
 def test_a_short_atari_run_trains_logs_whole_games_and_resumes(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     flags = dict(num_envs=4, batch_size=256, eval_episodes=2, eval_max_steps=200, checkpoint_freq=1)
-    first = train(args_for("atari-breakout", total_timesteps=512, **flags))
+    first = train(puffer_args("atari-breakout", total_timesteps=512, **flags))
     assert first["global_step"] == 512
     ckpt = torch.load(first["checkpoint"], weights_only=True)
     assert ckpt["args"]["env_id"] == "atari-breakout" and ckpt["args"]["reward_clamp"] == 1.0
-    resumed = train(args_for("atari-breakout", resume=first["checkpoint"], total_timesteps=768))
+    resumed = train(puffer_args("atari-breakout", resume=first["checkpoint"], total_timesteps=768))
     assert resumed["global_step"] == 768
 
 
@@ -174,7 +194,7 @@ def test_a_short_atari_run_trains_logs_whole_games_and_resumes(tmp_path, monkeyp
 def test_bad_atari_input_is_one_line(tmp_path, monkeypatch, flags, words):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match=words.replace("(", r"\(").replace("[", r"\[")) as e:
-        train(args_for(**flags))
+        train(puffer_args(**flags))
     assert "\n" not in str(e.value)
 
 

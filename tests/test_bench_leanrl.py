@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 import ppo_puffer_async
-from conftest import ROOT
+from conftest import ROOT, puffer_args
 
 sys.path.insert(0, f"{ROOT}/benchmarks")
 import bench_leanrl  # noqa: E402
@@ -16,7 +16,7 @@ import bench_leanrl  # noqa: E402
 
 def box_policy():
     torch.manual_seed(0)
-    args = ppo_puffer_async.args_for("HalfCheetah-v5", hidden_size=8)
+    args = puffer_args("HalfCheetah-v5", hidden_size=8)
     policy = ppo_puffer_async.Policy((5,), gym.spaces.Box(-1.0, 1.0, (3,), np.float32), args)
     with torch.no_grad():
         policy.log_std.copy_(torch.tensor([-1.0, 0.0, 0.5]))

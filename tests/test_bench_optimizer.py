@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 import ppo_puffer_async
-from conftest import ROOT
+from conftest import ROOT, puffer_args
 
 sys.path.insert(0, f"{ROOT}/benchmarks")
 import bench_optimizer  # noqa: E402
@@ -17,7 +17,7 @@ import bench_optimizer  # noqa: E402
 
 def box_policy():
     torch.manual_seed(0)
-    args = ppo_puffer_async.args_for("HalfCheetah-v5", hidden_size=8)
+    args = puffer_args("HalfCheetah-v5", hidden_size=8)
     return ppo_puffer_async.Policy((5,), gym.spaces.Box(-1.0, 1.0, (3,), np.float32), args)
 
 

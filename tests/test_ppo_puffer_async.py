@@ -3,6 +3,7 @@ agent, emulated episode ends), GAE by hand and against plain per-trajectory GAE,
 truncation bootstrapping through PufferLib's emulation, smoke/resume/Ctrl-C/dead-worker runs and learning.
 """
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -15,16 +16,18 @@ import psutil
 import pytest
 import torch
 import torch.nn as nn
+import tyro
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import ppo_puffer_async
+from common import presets, run
+from common.normalize import RewardScaler
 from common.puffer_envs import make_puffer_vecenv
-from conftest import ROOT
+from conftest import ROOT, puffer_args
 from ppo_puffer_async import (
     Args,
     EpisodeStats,
     Experience,
-    args_for,
     compute_gae,
     evaluate,
     rollout,
@@ -85,7 +88,6 @@ class ScriptedVecEnv:
 
     single_action_space = gym.spaces.Discrete(2)
     action_masks = None
-    game_over = None
     groups = [np.array([0, 2, 4]), np.array([1, 3, 5])]
     order = "AABABBBAABAB"
 
@@ -95,6 +97,7 @@ class ScriptedVecEnv:
         self.episode = np.zeros(6, dtype=int)
         self.env_steps = np.zeros(6, dtype=int)
         self.final_observations = np.zeros((6, 3), np.float32)
+        self.game_over = np.zeros(6, bool)  # every episode is a game
         self.in_flight = []
         self.recvs = 0
         self.last = None
@@ -109,6 +112,7 @@ class ScriptedVecEnv:
         return a == 4 and 7 <= self.env_steps[a] <= 10  # after its first episode's 7 steps
 
     def _observe(self, agents, rewards, terminals, truncations):
+        self.game_over[agents] = terminals | truncations
         obs = np.stack([[a, self.k[a], self.episode[a] % 10] for a in agents]).astype(np.float32)
         masks = np.ones(len(agents), bool)
         for i, a in enumerate(agents):
@@ -168,6 +172,8 @@ def test_rows_hold_consecutive_steps_of_one_agent_whatever_the_group_order():
             policy,
             experience,
             episodes,
+            obs_rms=None,
+            reward_scaler=None,
             gamma=gamma,
             reward_scale=1.0,
             reward_clamp=None,
@@ -222,50 +228,40 @@ def test_an_agent_returning_from_absence_starts_an_episode():
     stats = EpisodeStats(2)
     agents = np.array([0, 1])
     no_end = np.zeros(2, bool)
-    _, starting = stats.update(agents, np.zeros(2), no_end, np.ones(2, bool))
+    _, starting = stats.update(agents, np.zeros(2), no_end, np.ones(2, bool), no_end)
     assert starting.all()  # the first observations
-    _, starting = stats.update(agents, np.zeros(2), no_end, np.array([True, False]))
+    _, starting = stats.update(agents, np.zeros(2), no_end, np.array([True, False]), no_end)
     assert not starting.any()  # agent 1 is absent
-    _, starting = stats.update(agents, np.zeros(2), no_end, np.ones(2, bool))
+    _, starting = stats.update(agents, np.zeros(2), no_end, np.ones(2, bool), no_end)
     assert starting.tolist() == [False, True]  # agent 1 is back
-    _, starting = stats.update(agents, np.zeros(2), np.array([True, False]), np.ones(2, bool))
+    ended = np.array([True, False])
+    _, starting = stats.update(agents, np.zeros(2), ended, np.ones(2, bool), ended)
     assert starting.tolist() == [True, False]  # agent 0's episode ended in this step
 
 
-def test_episode_stats_keep_each_agents_discounted_return_for_reward_normalization():
+def test_the_reward_scaler_keeps_each_agents_discounted_return_for_reward_normalization():
     """gamma 0.5, two agents (same-step autoreset): agent 0 gets 1, 1 (episode ends), 4; agent 1 gets 2, 2, 2.
     Running discounted returns: agent 0 1, 1.5 (then reset), 4; agent 1 2, 3, 3.5; their std is what rewards
     are divided by with --norm-reward."""
-    stats = EpisodeStats(2, gamma=0.5)
+    scaler = RewardScaler(2, gamma=0.5)
     agents = np.array([0, 1])
-    masks = np.ones(2, bool)
-    stats.update(agents, np.zeros(2), np.zeros(2, bool), masks)  # the first observations: no reward yet
     for rewards, dones in [([1, 2], [False, False]), ([1, 2], [True, False]), ([4, 2], [False, False])]:
-        stats.update(agents, np.array(rewards, float), np.array(dones), masks)
-    np.testing.assert_allclose(stats.reward_scaler.returns, [4.0, 3.5])
-    assert stats.reward_scaler.std() == pytest.approx(np.std([1, 2, 1.5, 3, 4, 3.5]), rel=1e-4)
-    assert EpisodeStats(2).reward_scaler is None  # without gamma: nothing kept
+        scaler.track(agents, np.array(rewards, float), np.array(dones))
+    np.testing.assert_allclose(scaler.returns, [4.0, 3.5])
+    assert scaler.std() == pytest.approx(np.std([1, 2, 1.5, 3, 4, 3.5]), rel=1e-4)
 
 
 def test_masked_steps_carry_no_loss():
     advantages = torch.tensor([[1.0, 2.0, 100.0]])
     masks = torch.tensor([[1.0, 1.0, 0.0]])
     zero = torch.zeros(1, 3)
-    mb = dict(logprobs=zero, values=zero, returns=zero, advantages=advantages, masks=masks)
-    loss, losses = ppo_puffer_async.ppo_loss(
-        zero,
-        torch.tensor([[0.0, 0.0, 50.0]]),
-        zero,
-        mb,
-        weights=None,
-        clip_coef=0.2,
-        vf_clip_coef=100.0,
-        vf_coef=1.0,
-        ent_coef=0.0,
+    ratio = torch.ones(1, 3)  # the policy has not moved
+    new_values = torch.tensor([[0.0, 0.0, 50.0]])
+    pg_loss, v_loss = ppo_puffer_async.ppo_loss(
+        ratio, advantages, new_values, zero, zero, masks, weights=None, clip_coef=0.2, vf_clip_coef=100.0
     )
-    pg_loss = losses["policy_loss"]
-    v_loss = losses["value_loss"]
     assert pg_loss.item() == pytest.approx(-1.5) and v_loss.item() == pytest.approx(0.0)
+    assert ppo_puffer_async.masked_mean(advantages, masks).item() == pytest.approx(1.5)
     normalized = ppo_puffer_async.normalize_advantages(advantages, masks)
     torch.testing.assert_close(normalized[0, :2], torch.tensor([-1.0, 1.0]) / np.sqrt(2), atol=1e-6, rtol=0)
 
@@ -470,6 +466,8 @@ def test_emulated_time_limit_bootstraps_the_final_observation_and_stores_no_rese
             policy,
             experience,
             EpisodeStats(2),
+            obs_rms=None,
+            reward_scaler=None,
             gamma=0.99,
             reward_scale=1.0,
             reward_clamp=None,
@@ -517,6 +515,8 @@ def test_a_truncated_step_bootstraps_from_the_final_observation_with_the_memory_
             policy,
             experience,
             EpisodeStats(2),
+            obs_rms=None,
+            reward_scaler=None,
             gamma=0.99,
             reward_scale=1.0,
             reward_clamp=None,
@@ -601,23 +601,47 @@ def test_entropy_coefficient_anneals_linearly_to_zero(tmp_path, monkeypatch):
     assert [v for _, v in scalars(result["run_dir"])["charts/ent_coef"]] == pytest.approx([0.1] * 3)
 
 
-def test_args_show_tetris_defaults_and_each_env_gets_its_own():
-    """Args holds Tetris's set; args_for gives another env's, and the defaults that follow other flags follow them."""
-    assert Args() == args_for("tetris")
-    cartpole = args_for("CartPole-v1")
-    assert (cartpole.activation, cartpole.norm_obs, cartpole.anneal_ent, cartpole.torch_threads) == (
-        "tanh",
-        True,
-        False,
-        1,
-    )
-    assert args_for("HalfCheetah-v5").separate_critic and not args_for("HalfCheetah-v5", lstm=True).separate_critic
-    assert args_for("HalfCheetah-v5", lstm=True, separate_critic=True).separate_critic  # given: it wins
-    assert args_for("mpe-spread").num_workers == 2 and args_for("mpe-spread", backend="Serial").num_workers == 1
+def parse(argv):
+    """The flags as ppo_puffer_async.main() reads them."""
+    return tyro.cli(Args, args=argv, default=run.defaults(Args, "ppo_puffer_async", presets.ppo_puffer_async, argv))
+
+
+# The flags that are not a preset's: the run's own (seed, device, logging, checkpoints) and the env's identity.
+NOT_PRESET = set(
+    "exp_name seed device resume eval_checkpoint dist_backend capture_video gif track wandb_project_name "
+    "wandb_entity env_id env_kwargs teams render render_fps max_ticks".split()
+)
+
+
+def test_args_are_tetris_preset_and_every_other_preset_is_complete():
+    """Args is Tetris's preset; every other family's preset names every learning and evaluation flag (no layers to
+    merge in one's head), and a run of an env id takes its family's preset, then the command line's flags."""
+    assert parse([]) == Args()
+    preset_flags = {field.name for field in dataclasses.fields(Args)} - NOT_PRESET
+    for family, preset in presets.PPO_PUFFER_ASYNC.items():
+        assert set(preset) == preset_flags, family
+    cartpole = parse(["--env-id", "CartPole-v1", "--hidden-size", "32"])
+    assert cartpole == Args(**{**presets.PPO_PUFFER_ASYNC["gymnasium"], "env_id": "CartPole-v1", "hidden_size": 32})
+    assert parse(["--env-id=HalfCheetah-v5"]).separate_critic
+    assert parse(["--env-id", "LunarLander-v3", "--env-kwargs", "continuous=True"]).batch_size == 2048  # Box actions
+    assert parse(["--env-id", "atari-breakout"]).horizon == 1
     monkeypatch = pytest.MonkeyPatch()
     with monkeypatch.context() as m:
         m.setenv("WORLD_SIZE", "2")  # a torchrun rank: one torch thread unless given
-        assert args_for("tetris").torch_threads == 1 and args_for("tetris", torch_threads=2).torch_threads == 2
+        assert parse([]).torch_threads == 1 and parse(["--torch-threads", "2"]).torch_threads == 2
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--env-id", "HalfCheetah-v5", "--lstm"], "add --no-separate-critic"),
+        (["--env-id", "atari-breakout", "--lstm"], "--horizon 128"),
+        (["--env-id", "mpe-spread", "--backend", "Serial"], "add --num-workers 1"),
+    ],
+)
+def test_a_flag_that_does_not_fit_the_preset_is_a_one_line_error(argv, message):
+    with pytest.raises(ValueError, match=message):
+        ppo_puffer_async.validate_args(parse(argv))
 
 
 def test_async_workers_give_the_same_run_twice(tmp_path, monkeypatch):
@@ -631,7 +655,7 @@ def test_async_workers_give_the_same_run_twice(tmp_path, monkeypatch):
     for attempt in ("first", "second"):
         (tmp_path / attempt).mkdir()
         monkeypatch.chdir(tmp_path / attempt)
-        runs.append(scalars(train(args_for(**flags))["run_dir"]))
+        runs.append(scalars(train(puffer_args(**flags))["run_dir"]))
     for tag in ("losses/policy_loss", "losses/value_loss", "charts/episodic_return", "eval/return_mean"):
         assert runs[0][tag] == runs[1][tag], tag
 
@@ -653,7 +677,7 @@ def test_any_pettingzoo_parallel_env_through_its_module_path(tmp_path, monkeypat
     np.testing.assert_array_equal(obs[2:4], np.stack([first[agent] for agent in raw.possible_agents]))
     monkeypatch.chdir(tmp_path)
     result = train(
-        args_for(
+        puffer_args(
             env_id="mpe2.simple_reference_v3",
             env_kwargs="max_cycles=10",
             num_envs=4,
@@ -687,7 +711,7 @@ def test_pettingzoo_envs_that_cannot_run_are_one_line(env_id, kwargs, words):
 def test_mpe_spread_smoke_run_counts_agent_steps(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = train(
-        args_for("mpe-spread", num_envs=4, horizon=25, total_timesteps=2 * 300, num_minibatches=2, checkpoint_freq=0)
+        puffer_args("mpe-spread", num_envs=4, horizon=25, total_timesteps=2 * 300, num_minibatches=2, checkpoint_freq=0)
     )
     tags = scalars(result["run_dir"])
     assert [s for s, _ in tags["charts/agent_steps"]] == [300, 600]
@@ -790,7 +814,7 @@ def test_tetris_gives_torch_both_cores_and_the_flag_wins(tmp_path, monkeypatch):
     before = torch.get_num_threads()
     try:
         for env_id, flags, threads in [("tetris", {}, 2), ("tetris", dict(torch_threads=1), 1), ("CartPole-v1", {}, 1)]:
-            train(args_for(env_id, num_envs=8, total_timesteps=8 * 64, checkpoint_freq=0, **flags))
+            train(puffer_args(env_id, num_envs=8, total_timesteps=8 * 64, checkpoint_freq=0, **flags))
             assert torch.get_num_threads() == threads, (env_id, flags)
     finally:
         torch.set_num_threads(before)
@@ -801,7 +825,7 @@ def test_cartpole_learns_quickly(tmp_path, monkeypatch):
     """CartPole-v1 with the Gymnasium defaults (8 envs x 64 steps): greedy eval of 10 episodes reaches 475
     after 80k steps (in the benchmark's 500k-step runs every evaluation of seeds 1-3, from 25k on, is 500)."""
     monkeypatch.chdir(tmp_path)
-    result = train(args_for("CartPole-v1", total_timesteps=80_000, checkpoint_freq=0, seed=1))
+    result = train(puffer_args("CartPole-v1", total_timesteps=80_000, checkpoint_freq=0, seed=1))
     stats = evaluate(result["policy"], result["args"], result["obs_rms"], episodes=10, seed=123, device=CPU)
     assert stats["return"].mean() >= 475, stats["return"]
 
@@ -812,7 +836,7 @@ def test_gymnasium_defaults_learn_acrobot(tmp_path, monkeypatch):
     old CartPole-tuned defaults stayed there on 2 seeds of 3) is better than -150 (10 greedy episodes) after 100k
     steps. In the benchmark's 500k-step runs every seed evaluates better than -100 from 50k steps on."""
     monkeypatch.chdir(tmp_path)
-    result = train(args_for("Acrobot-v1", total_timesteps=100_000, checkpoint_freq=0, seed=1))
+    result = train(puffer_args("Acrobot-v1", total_timesteps=100_000, checkpoint_freq=0, seed=1))
     stats = evaluate(result["policy"], result["args"], result["obs_rms"], episodes=10, seed=123, device=CPU)
     assert stats["return"].mean() >= -150, stats["return"]
 
@@ -824,7 +848,7 @@ def test_gymnasium_defaults_reach_the_mountaincar_flag(tmp_path, monkeypatch):
     -200): at least -175 (10 greedy episodes) after 150k steps. Measured: seeds 1 / 2 / 3 give -150.0 / -141.0 /
     -148.2, the policy after one update -200 (and -119.1 for seed 1 after 250k)."""
     monkeypatch.chdir(tmp_path)
-    result = train(args_for("MountainCar-v0", total_timesteps=150_000, checkpoint_freq=0, seed=1))
+    result = train(puffer_args("MountainCar-v0", total_timesteps=150_000, checkpoint_freq=0, seed=1))
     stats = evaluate(result["policy"], result["args"], result["obs_rms"], episodes=10, seed=123, device=CPU)
     assert stats["return"].mean() >= -175, stats["return"]
 
@@ -968,6 +992,8 @@ def lstm_rollout(env_id, backend="Serial", async_factor=2, **env_kwargs):
                 policy,
                 experience,
                 EpisodeStats(vecenv.num_agents),
+                obs_rms=None,
+                reward_scaler=None,
                 gamma=0.99,
                 reward_scale=1.0,
                 reward_clamp=None,
@@ -1046,7 +1072,7 @@ def test_lstm_learns_cartpole_novel_where_the_mlp_cannot(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     finals = {}
     for lstm in (True, False):
-        result = train(args_for("cartpole-novel", lstm=lstm, seed=2, checkpoint_freq=0))
+        result = train(puffer_args("cartpole-novel", lstm=lstm, seed=2, checkpoint_freq=0))
         finals[lstm] = evaluate(result["policy"], result["args"], None, episodes=10, seed=123, device=CPU)[
             "return"
         ].mean()

@@ -15,9 +15,10 @@ from pettingzoo.utils.env import ParallelEnv
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import ppo_puffer_async
-from common import puffer_envs, run
+from common import puffer_envs
 from common.puffer_envs import SameStepAgents, agent_kinds, make_puffer_vecenv
-from ppo_puffer_async import Args, EpisodeStats, Experience, Policy, args_for, evaluate, rollout, train
+from conftest import puffer_args
+from ppo_puffer_async import Args, EpisodeStats, Experience, Policy, evaluate, rollout, train
 
 CPU = torch.device("cpu")
 MPE2 = sorted(name.split("/")[1] for name in __import__("mpe2.all_modules").all_modules.mpe_environments)
@@ -175,8 +176,10 @@ def test_every_mpe2_task_trains(tmp_path, monkeypatch, task):
     vecenv = make_puffer_vecenv(f"mpe2.{task}", 2, seed=0)
     agents = vecenv.agents_per_env
     vecenv.close()
-    flags = dict(num_envs=2, horizon=5, num_minibatches=1, backend="Serial", async_factor=1, eval_episodes=1)
-    result = train(args_for(f"mpe2.{task}", total_timesteps=2 * 2 * agents * 5, checkpoint_freq=0, **flags))
+    flags = dict(
+        num_envs=2, horizon=5, num_minibatches=1, backend="Serial", num_workers=1, async_factor=1, eval_episodes=1
+    )
+    result = train(puffer_args(f"mpe2.{task}", total_timesteps=2 * 2 * agents * 5, checkpoint_freq=0, **flags))
     assert result["update"] == 2 and torch.isfinite(result["policy"].critic.weight).all()
 
 
@@ -186,7 +189,7 @@ def test_a_heterogeneous_game_is_learned_where_random_play_fails(signal_game, tm
     and the listener reads it: the mean return over 40 games is at least 0.9 (measured: 1.0 on seeds 1-3)."""
     monkeypatch.chdir(tmp_path)
     flags = dict(num_envs=16, horizon=8, backend="Serial", async_factor=1, num_workers=1, update_epochs=4)
-    result = train(args_for(signal_game, total_timesteps=40_960, checkpoint_freq=0, eval_episodes=20, **flags))
+    result = train(puffer_args(signal_game, total_timesteps=40_960, checkpoint_freq=0, eval_episodes=20, **flags))
     args = result["args"]
     stats = evaluate(result["policy"], args, None, episodes=40, seed=5, device=CPU)
     assert stats["return"].mean() >= 0.9 and stats["return/listener"].mean() >= 0.9, stats
@@ -213,9 +216,10 @@ def test_a_mixed_run_resumes_evaluates_against_random_teams_and_records(tmp_path
     episode."""
     monkeypatch.chdir(tmp_path)
     for lstm in (False, True):
-        flags = dict(num_envs=4, horizon=5, num_minibatches=1, backend="Serial", async_factor=1, eval_episodes=2)
+        flags = dict(num_envs=4, horizon=5, num_minibatches=1, backend="Serial", num_workers=1, async_factor=1)
+        flags["eval_episodes"] = 2
         flags.update(lstm=lstm, eval_opponents="random", exp_name=f"lstm{lstm}")
-        first = train(args_for("mpe2.simple_push_v3", total_timesteps=2 * 40, **flags))
+        first = train(puffer_args("mpe2.simple_push_v3", total_timesteps=2 * 40, **flags))
         ppo_puffer_async.main(["--resume", first["checkpoint"], "--total-timesteps", "120"])
         capsys.readouterr()
         gif = str(tmp_path / f"push{lstm}.gif")
@@ -240,7 +244,7 @@ def test_random_opponents_play_each_team_in_turn_with_uniform_actions(tmp_path, 
         return real(self, actions)
 
     monkeypatch.setattr(puffer_envs.PaddedAgents, "step", record)
-    vecenv_args = args_for("mpe2.simple_tag_v3", eval_actions="greedy")
+    vecenv_args = puffer_args("mpe2.simple_tag_v3", eval_actions="greedy")
     kinds = make_puffer_vecenv("mpe2.simple_tag_v3", 1, seed=0)
     kinds.close()
     policy = Policy(kinds.single_observation_space.shape, kinds.single_action_space, Args(hidden_size=8))
@@ -258,37 +262,9 @@ def test_random_opponents_play_each_team_in_turn_with_uniform_actions(tmp_path, 
 
 def test_help_shows_the_mpe_defaults(capsys):
     with pytest.raises(SystemExit):
-        run.parse_args(Args, "ppo_puffer_async", ["--env-id", "mpe2.simple_speaker_listener_v4", "--help"], args_for)
+        ppo_puffer_async.main(["--env-id", "mpe2.simple_speaker_listener_v4", "--help"])
     out = capsys.readouterr().out
     assert "(default: 0.977)" in out and "(default: 0.916)" in out  # the MPE set's gamma and lambda
-
-
-def test_a_checkpoint_from_before_the_half_value_loss_resumes_with_the_same_learning(tmp_path, monkeypatch):
-    """A checkpoint written when the value loss was the squared error itself (no "value_loss" entry, the policy
-    holding the kinds' action masks) resumes with its vf_coef doubled: the resumed run's scalars are those of the
-    same run resumed from today's checkpoint, value_loss aside (half of the old one's scale is the new one)."""
-    monkeypatch.chdir(tmp_path)
-    flags = dict(num_envs=4, horizon=5, num_minibatches=1, backend="Serial", async_factor=1, checkpoint_freq=1)
-    first = train(args_for("mpe2.simple_push_v3", total_timesteps=2 * 40, **flags))
-    ckpt = torch.load(first["checkpoint"], weights_only=True)
-    assert ckpt["value_loss"] == "0.5 x squared error"
-    old = dict(ckpt)
-    del old["value_loss"]
-    old["args"] = dict(ckpt["args"], vf_coef=ckpt["args"]["vf_coef"] / 2)
-    old["model"] = dict(ckpt["model"], action_masks=torch.tensor([[True] * 5, [True] * 5]))
-    old["run_name"] = "old-run"  # its own run directory
-    old_path = str(tmp_path / "old.pt")
-    torch.save(old, old_path)
-    runs = {}
-    for name, path in (("new", first["checkpoint"]), ("old", old_path)):
-        result = train(Args(resume=path, total_timesteps=4 * 40))
-        assert result["args"].vf_coef == ckpt["args"]["vf_coef"]
-        events = EventAccumulator(result["run_dir"], size_guidance={"scalars": 0}).Reload()
-        runs[name] = {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
-    for tag in runs["old"]:
-        if tag != "charts/SPS" and not tag.startswith("perf/"):
-            resumed = [(step, value) for step, value in runs["new"][tag] if step > 80]  # after the first run's
-            assert runs["old"][tag] == resumed, tag
 
 
 def test_the_rollout_samples_each_agent_from_its_own_actions_and_stores_its_mask():
@@ -306,6 +282,8 @@ def test_the_rollout_samples_each_agent_from_its_own_actions_and_stores_its_mask
             policy,
             experience,
             EpisodeStats(32),
+            obs_rms=None,
+            reward_scaler=None,
             gamma=0.99,
             reward_scale=1.0,
             reward_clamp=None,

@@ -9,14 +9,16 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+import tyro
 from pettingzoo.utils.env import ParallelEnv
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch.distributions import Categorical, Independent, Normal
 
 import ppo_puffer_async
-from common import run
+from common import presets, run
 from common.puffer_envs import make_puffer_vecenv, to_env
-from ppo_puffer_async import Args, Policy, args_for, evaluate, train
+from conftest import puffer_args
+from ppo_puffer_async import Args, Policy, evaluate, train
 
 CPU = torch.device("cpu")
 
@@ -113,7 +115,7 @@ def test_multidiscrete_actions_on_dict_observations_learn(tmp_path, monkeypatch)
     vecenv = make_puffer_vecenv("MatchTheCards-v0", 2, seed=0)
     assert vecenv.single_observation_space.shape == (5,) and list(vecenv.single_action_space.nvec) == [3, 2]
     vecenv.close()
-    result = train(args_for(env_id="MatchTheCards-v0", total_timesteps=30_000, checkpoint_freq=0, reward_scale=1.0))
+    result = train(puffer_args(env_id="MatchTheCards-v0", total_timesteps=30_000, checkpoint_freq=0, reward_scale=1.0))
     stats = evaluate(result["policy"], result["args"], result["obs_rms"], episodes=10, seed=123, device=CPU)
     assert stats["return"].mean() >= 19, stats["return"]
 
@@ -125,7 +127,7 @@ def test_discrete_observations_learn_cliffwalking(tmp_path, monkeypatch):
     1-4: -13, -17, -17, -15; at 60k seeds 1 and 2 have not found the goal yet); without the bonus (the default 0) a
     policy learns to stay off the cliff and never reaches the goal."""
     monkeypatch.chdir(tmp_path)
-    result = train(args_for(env_id="CliffWalking-v1", total_timesteps=100_000, checkpoint_freq=0, ent_coef=0.05))
+    result = train(puffer_args(env_id="CliffWalking-v1", total_timesteps=100_000, checkpoint_freq=0, ent_coef=0.05))
     stats = evaluate(result["policy"], result["args"], result["obs_rms"], episodes=10, seed=123, device=CPU)
     assert stats["return"].mean() >= -17, stats["return"]
 
@@ -136,7 +138,7 @@ def test_an_evaluation_without_a_time_limit_ends_at_the_step_cap():
     with torch.no_grad():
         policy.actor.weight.zero_()
         policy.actor.bias.copy_(torch.tensor([1.0, 0.0, 0.0, 0.0]))  # 0: up
-    args = args_for("CliffWalking-v1", eval_max_steps=50)
+    args = puffer_args("CliffWalking-v1", eval_max_steps=50)
     stats = evaluate(policy, args, None, episodes=3, seed=0, device=CPU)
     assert list(stats["length"]) == [50, 50, 50] and list(stats["return"]) == [-50, -50, -50]
 
@@ -147,16 +149,18 @@ def test_continuous_defaults_learn_inverted_pendulum(tmp_path, monkeypatch):
     Gaussian's mean keeps it up for at least 900 steps after 60k steps of training (it does for all 1,000 from 40k on;
     an untrained policy: 18-35 steps)."""
     monkeypatch.chdir(tmp_path)
-    result = train(args_for(env_id="InvertedPendulum-v5", total_timesteps=60_000, checkpoint_freq=0))
+    result = train(puffer_args(env_id="InvertedPendulum-v5", total_timesteps=60_000, checkpoint_freq=0))
     stats = evaluate(result["policy"], result["args"], result["obs_rms"], episodes=5, seed=123, device=CPU)
     assert stats["return"].mean() >= 900, stats["return"]
 
 
-def test_box_actions_get_the_continuous_defaults_and_lstm_keeps_a_shared_critic():
-    defaults = args_for("Pendulum-v1")
+def test_box_actions_get_the_continuous_preset_and_lstm_asks_for_a_shared_critic():
+    defaults = puffer_args("Pendulum-v1")
     assert defaults.separate_critic and defaults.norm_reward and defaults.learning_rate == 3e-4
-    assert not args_for("CartPole-v1").separate_critic
-    assert not args_for("Pendulum-v1", lstm=True).separate_critic
+    assert not puffer_args("CartPole-v1").separate_critic
+    with pytest.raises(ValueError, match="add --no-separate-critic"):  # the critic would not read the LSTM's memory
+        ppo_puffer_async.validate_args(puffer_args("Pendulum-v1", lstm=True))
+    ppo_puffer_async.validate_args(puffer_args("Pendulum-v1", lstm=True, separate_critic=False))
 
 
 @pytest.mark.parametrize("lstm", [False, True])
@@ -169,13 +173,13 @@ def test_pettingzoo_agents_with_box_actions_and_discrete_observations(tmp_path, 
     vecenv.close()
     flags = dict(num_envs=4, horizon=25, num_minibatches=2, checkpoint_freq=0, eval_episodes=2, lstm=lstm)
     result = train(
-        args_for(env_id="mpe-spread", env_kwargs="continuous_actions=True", total_timesteps=2 * 300, **flags)
+        puffer_args(env_id="mpe-spread", env_kwargs="continuous_actions=True", total_timesteps=2 * 300, **flags)
     )
     assert result["policy"].log_std is not None
     events = EventAccumulator(result["run_dir"], size_guidance={"scalars": 0})
     events.Reload()
     assert [e.value for e in events.Scalars("charts/action_std")] == pytest.approx([1.0, 1.0], abs=0.01)
-    result = train(args_for(env_id="pettingzoo.classic.rps_v2", total_timesteps=2 * 200, **flags))
+    result = train(puffer_args(env_id="pettingzoo.classic.rps_v2", total_timesteps=2 * 200, **flags))
     assert result["policy"].log_std is None and result["policy"].encoder[0].in_features == 4
 
 
@@ -198,11 +202,12 @@ def test_a_continuous_run_evaluates_from_its_checkpoint_and_resumes(tmp_path, mo
     critic): --eval-checkpoint plays what the policy in memory plays on the same seed, and --resume goes on."""
     monkeypatch.chdir(tmp_path)
     flags = dict(env_id="Pendulum-v1", num_envs=2, horizon=16, batch_size=64, num_minibatches=2, eval_episodes=2)
-    result = train(args_for(total_timesteps=2 * 64, seed=3, **flags))
+    result = train(puffer_args(total_timesteps=2 * 64, seed=3, **flags))
     assert result["policy"].critic_encoder is not None and result["args"].eval_max_steps == 1_000
     with torch.no_grad():
         argv = ["--eval-checkpoint", result["checkpoint"], "--eval-episodes", "2"]  # as the command line gives it
-        again = ppo_puffer_async.evaluate_checkpoint(run.parse_args(Args, "ppo_puffer_async", argv, args_for))
+        args = tyro.cli(Args, args=argv, default=run.defaults(Args, "ppo_puffer_async", presets.ppo_puffer_async, argv))
+        again = ppo_puffer_async.evaluate_checkpoint(args)
     final = evaluate(result["policy"], result["args"], result["obs_rms"], episodes=2, seed=1 + 10_000, device=CPU)
     np.testing.assert_allclose(again["return"], final["return"])
     resumed = train(Args(resume=result["checkpoint"], total_timesteps=4 * 64))
@@ -252,6 +257,8 @@ def test_pettingzoo_agents_with_multidiscrete_actions_on_dict_observations_learn
     assert vecenv.num_agents == 4 and vecenv.single_observation_space.shape == (5,)
     vecenv.close()
     flags = dict(num_envs=8, backend="Serial", async_factor=1, num_workers=1, update_epochs=4, learning_rate=1e-3)
-    result = train(args_for("pz_test.match_the_cards_together_v0", total_timesteps=40_000, checkpoint_freq=0, **flags))
+    result = train(
+        puffer_args("pz_test.match_the_cards_together_v0", total_timesteps=40_000, checkpoint_freq=0, **flags)
+    )
     stats = evaluate(result["policy"], result["args"], result["obs_rms"], episodes=5, seed=123, device=CPU)
     assert stats["return"].mean() >= 18, stats["return"]

@@ -14,7 +14,7 @@ import torch
 import a2c_cartpole
 import ppo_puffer_async
 import ppo_tetris
-from common import checkpoint, run
+from common import checkpoint, presets, run
 from common.checkpoint import SaveError, save_checkpoint
 from conftest import ROOT
 
@@ -28,9 +28,15 @@ TINY = {
 }
 
 
+PRESETS = {"a2c_cartpole": presets.a2c_cartpole, "ppo_tetris": None, "ppo_puffer_async": presets.ppo_puffer_async}
+
+
 def tiny_run(name, **overrides):
+    """A tiny run of script `name`: its env's preset, then TINY's flags and `overrides`."""
     module = SCRIPTS[name]
-    return module.train(module.args_for(**{**TINY[name], **overrides}))
+    flags = {**TINY[name], **overrides}
+    preset = {} if PRESETS[name] is None else PRESETS[name](flags.get("env_id", module.Args.env_id))
+    return module.train(module.Args(**{**preset, **flags}))
 
 
 @pytest.fixture(scope="module")

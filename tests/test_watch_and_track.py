@@ -21,7 +21,7 @@ import a2c_cartpole
 import ppo_puffer_async
 import ppo_tetris
 from common.tetris import BACKGROUND, LOCKED, PIECE_COLORS, PIECE_NAMES, Tetris
-from conftest import ROOT
+from conftest import ROOT, puffer_args
 
 CPU = torch.device("cpu")
 
@@ -78,7 +78,7 @@ def test_recording_puffer_tetris_evaluation_changes_nothing(tmp_path):
 
 
 def test_recording_puffer_mpe_evaluation_changes_nothing(tmp_path):
-    args = ppo_puffer_async.args_for("mpe-spread", hidden_size=16)
+    args = puffer_args("mpe-spread", hidden_size=16)
     policy = ppo_puffer_async.Policy((18,), gym.spaces.Discrete(5), args)  # simple_spread: 18 observations, 5 actions
     with torch.random.fork_rng():
         plain = ppo_puffer_async.evaluate(policy, args, None, episodes=2, seed=5, device=CPU)
