@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 import a2c_cartpole  # noqa: E402
 import ppo_puffer_async  # noqa: E402
 import results  # noqa: E402
+from common import presets  # noqa: E402
 
 ROUNDS = 5
 
@@ -41,7 +42,7 @@ def ppo_case(rows: int = 64):
     import gymnasium as gym
 
     action_space = gym.spaces.Box(-1.0, 1.0, (6,), np.float32)
-    args = ppo_puffer_async.args_for("HalfCheetah-v5", hidden_size=64)
+    args = ppo_puffer_async.Args(**{**presets.ppo_puffer_async("HalfCheetah-v5"), "hidden_size": 64})
     policy = ppo_puffer_async.Policy((17,), action_space, args)
     optimizer = torch.optim.Adam(policy.parameters(), lr=3e-4, eps=1e-5, foreach=True)  # ppo_puffer_async.py's
     g = torch.Generator().manual_seed(0)
@@ -85,7 +86,8 @@ def a2c_case(rows: int = 40):
 
     def loss_fn(obs, actions, advantages, returns):
         logprobs, entropy, values = agent.get_logprob_entropy_value(obs, actions)
-        return a2c_cartpole.a2c_loss(logprobs, entropy, values, advantages, returns, vf_coef=1.0, ent_coef=0.0)[0]
+        policy_loss, value_loss = a2c_cartpole.a2c_loss(logprobs, advantages, values, returns)
+        return policy_loss + 1.0 * value_loss - 0.0 * entropy.mean()  # a2c_cartpole.py's, at --ent-coef 0
 
     return "A2C update (40 rows, RMSprop)", agent, optimizer, loss_fn, (obs, actions, advantages, returns)
 

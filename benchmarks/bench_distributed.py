@@ -100,9 +100,7 @@ def allreduce_vs_ddp(iters: int = 200) -> None:
     results = {}
     for name in ("flat all_reduce", "DDP", "no averaging (1 rank's cost)"):
         torch.manual_seed(0)
-        policy = ppo_puffer_async.Policy(
-            (234,), ppo_puffer_async.gym.spaces.Discrete(7), ppo_puffer_async.args_for("tetris")
-        )
+        policy = ppo_puffer_async.Policy((234,), ppo_puffer_async.gym.spaces.Discrete(7), ppo_puffer_async.Args())
         model = DistributedDataParallel(Forward(policy)) if name == "DDP" else Forward(policy)
         for i in range(iters + 20):
             if i == 20:

@@ -42,6 +42,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import ppo_puffer_async  # noqa: E402
 import results as results_module  # noqa: E402
+from common import presets  # noqa: E402
 from common.puffer_envs import make_cartpole_novel  # noqa: E402
 
 TOTAL, EVAL_EVERY, EVAL_EPISODES = 100_000, 10_000, 10
@@ -75,7 +76,7 @@ SB3_CONTRIB_RECORDED = {
 def ours(seed, lstm, changes=None, total=TOTAL):
     """Our defaults for cartpole-novel (8 envs x 25 steps = 200 per update) with `changes`: an eval every
     10,000 steps."""
-    args = ppo_puffer_async.args_for("cartpole-novel", **(changes or {}))
+    args = ppo_puffer_async.Args(**{**presets.ppo_puffer_async("cartpole-novel"), **(changes or {})})
     batch = args.batch_size or args.num_envs * args.horizon
     if EVAL_EVERY % batch:
         raise SystemExit(f"--set: an update of {batch} steps does not divide the {EVAL_EVERY:,}-step eval interval")
@@ -87,15 +88,17 @@ def ours(seed, lstm, changes=None, total=TOTAL):
         try:
             start = time.perf_counter()
             result = ppo_puffer_async.train(
-                ppo_puffer_async.args_for(
-                    env_id="cartpole-novel",
-                    seed=seed,
-                    lstm=lstm,
-                    total_timesteps=total,
-                    eval_freq=EVAL_EVERY // batch,
-                    eval_episodes=EVAL_EPISODES,
-                    checkpoint_freq=0,
-                    **(changes or {}),
+                ppo_puffer_async.Args(
+                    **{
+                        **presets.ppo_puffer_async("cartpole-novel"),
+                        "seed": seed,
+                        "lstm": lstm,
+                        "total_timesteps": total,
+                        "eval_freq": EVAL_EVERY // batch,
+                        "eval_episodes": EVAL_EPISODES,
+                        "checkpoint_freq": 0,
+                        **(changes or {}),
+                    }
                 )
             )
             wall = time.perf_counter() - start

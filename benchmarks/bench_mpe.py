@@ -31,13 +31,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import results as results_module  # noqa: E402
+from common.presets import PPO_PUFFER_ASYNC  # noqa: E402
 from common.puffer_envs import TEAMS  # noqa: E402
-from ppo_puffer_async import ENV_DEFAULTS  # noqa: E402
 
 # Agent steps for the tasks whose default 7.5M would not finish within 10 minutes on 2 cores: their many agents and
 # landmarks make a step slow (~5k agent steps a second at the defaults, so 3M took 9.6-10.4 minutes), or slow runs
 # passed 10 minutes at 7.5M: push 11.7 (8.5-8.8 in the others), tag 10.9 and 11.6 (9.8 in the third)
-DEFAULT_TOTAL = ENV_DEFAULTS["pettingzoo"]["total_timesteps"]  # the script's, for every PettingZoo env
+DEFAULT_TOTAL = PPO_PUFFER_ASYNC["pettingzoo"]["total_timesteps"]  # the preset's, for every PettingZoo env
 TOTALS = {
     "mpe2.simple_world_comm_v3": 2_500_000,
     "mpe2.collect_treasure_v1": 2_000_000,

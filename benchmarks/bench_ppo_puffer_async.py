@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import ppo_puffer_async  # noqa: E402
 import ppo_tetris  # noqa: E402
 import results as results_module  # noqa: E402
+from common import presets  # noqa: E402
 from common.puffer_envs import make_puffer_vecenv  # noqa: E402
 
 ROLLOUT_ROWS = {  # (label, backend, async_factor, num_workers)
@@ -50,7 +51,9 @@ NUM_ENVS = {"tetris": 1024, "mpe-spread": 64}
 
 def rollout_sps(env_id, backend, async_factor, num_workers, seconds):
     # Tetris with ppo_tetris.py's 256-wide network, so the rows compare with its figures
-    args = ppo_puffer_async.args_for(env_id, **(dict(hidden_size=256) if env_id == "tetris" else {}))
+    args = ppo_puffer_async.Args(
+        **{**presets.ppo_puffer_async(env_id), **(dict(hidden_size=256) if env_id == "tetris" else {})}
+    )
     vecenv = make_puffer_vecenv(
         env_id, NUM_ENVS[env_id], 1, backend=backend, num_workers=num_workers, async_factor=async_factor
     )
@@ -79,8 +82,10 @@ def train_sps(script, argv):
         cwd = os.getcwd()
         os.chdir(tmp)
         try:
-            module = ppo_puffer_async if script == "ours" else ppo_tetris
-            return module.train(module.args_for(**argv))["sps"]
+            if script == "ours":
+                args = ppo_puffer_async.Args(**{**presets.ppo_puffer_async(argv.get("env_id", "tetris")), **argv})
+                return ppo_puffer_async.train(args)["sps"]
+            return ppo_tetris.train(ppo_tetris.Args(**argv))["sps"]
         finally:
             os.chdir(cwd)
 

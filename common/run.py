@@ -162,7 +162,7 @@ def defaults(Args, script: str, preset_of, argv: Optional[list] = None):
         own = EVAL_FLAGS.split()
         path = evaluate
     saved = saved_flags(Args, load_run_checkpoint(path, script, flag, resume=bool(resume)), flag, path)
-    if other := [name for name in given_flags(argv) if name not in own + [flag[2:].replace("-", "_")]]:
+    if other := [name for name in given_flags(argv) if name not in own + [flag[2:].replace("-", "_"), "help"]]:
         allowed = ", ".join(f"--{name.replace('_', '-')}" for name in own if hasattr(saved, name))
         drop = other[0].replace("_", "-")
         raise ValueError(f"{flag} uses the saved run's flags: drop --{drop} ({allowed} may change)")
