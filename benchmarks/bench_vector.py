@@ -7,11 +7,10 @@ to the first (pufferlib Serial sync) row of each env, and the CPU time all proce
     python benchmarks/bench_vector.py --latency                # round trip of one empty step
 
 Sync = one group (--async-factor 1): the learner waits for every env, then runs the policy. Async = two
-groups: the policy runs on one group while the other steps; ours returns the groups in turn (round-robin, the
-default, reproducible, as pufferlib's Multiprocessing does at its default, sync_traj=True), the first-ready row
-whichever group finished first (as pufferlib's does with sync_traj=False: pufferlib-core 3.0.5's vector.py). Rows with
-workers need as many physical cores as workers; on a shared machine the figures are noisy, so compare rows of
-the same run.
+groups: the policy runs on one group while the other steps; ours returns the groups in turn (round-robin,
+reproducible, as pufferlib's Multiprocessing does at its default, sync_traj=True: pufferlib-core 3.0.5's vector.py).
+Rows with workers need as many physical cores as workers; on a shared machine the figures are noisy, so compare rows
+of the same run.
 
 The default run (no flags) also writes benchmarks/results/vector.json (docs/ppo_puffer_async.md's table).
 """
@@ -100,16 +99,16 @@ def rows(env):
         puffer_serial = lambda: pufferlib.vector.make(creator, env_kwargs=whole, backend=pufferlib.vector.Serial)
         ours_serial = lambda: vector.make(creator, [], whole, backend="Serial")
         ours_mp_sync_1 = lambda: vector.make(creator, [], whole, backend="Multiprocessing")
-        ours = lambda w, k, order="round-robin": vector.make(
-            creator, [], half, backend="Multiprocessing", num_envs=2, num_workers=w, num_groups=k, order=order
+        ours = lambda w, k: vector.make(
+            creator, [], half, backend="Multiprocessing", num_envs=2, num_workers=w, num_groups=k
         )
     else:
         creator, whole, half, objects = MPE, {}, {}, MPE_ENVS
         puffer_serial = lambda: pufferlib.vector.make(creator, backend=pufferlib.vector.Serial, num_envs=MPE_ENVS)
         ours_serial = lambda: vector.make(creator, backend="Serial", num_envs=MPE_ENVS)
         ours_mp_sync_1 = lambda: vector.make(creator, backend="Multiprocessing", num_envs=MPE_ENVS)
-        ours = lambda w, k, order="round-robin": vector.make(
-            creator, backend="Multiprocessing", num_envs=MPE_ENVS, num_workers=w, num_groups=k, order=order
+        ours = lambda w, k: vector.make(
+            creator, backend="Multiprocessing", num_envs=MPE_ENVS, num_workers=w, num_groups=k
         )
     puffer_async = lambda: pufferlib.vector.make(
         creator,
@@ -127,7 +126,6 @@ def rows(env):
         ("ours Multiprocessing, 2 workers, sync", lambda: ours(2, 1)),
         ("ours Multiprocessing, 1 worker, async (2 groups)", lambda: ours(1, 2)),
         ("ours Multiprocessing, 2 workers, async (2 groups)", lambda: ours(2, 2)),
-        ("ours Multiprocessing, 2 workers, async, first-ready", lambda: ours(2, 2, "first-ready")),
     ]
 
 

@@ -18,8 +18,7 @@ class SaveError(Exception):
 
 SCRIPTS = ("a2c_cartpole", "ppo_tetris", "ppo_puffer_async")
 RESUME_KEYS = "model optimizer args global_step update num_updates run_name world_size schedule rates torch_rng_state"
-# Every checkpoint says how its losses/value_loss is computed; one without this entry is older (load_run_checkpoint).
-VALUE_LOSS = "value_loss"
+# Every checkpoint says how its losses/value_loss is computed (its "value_loss" entry, which common/run.py writes).
 VALUE_LOSS_CONVENTION = "0.5 x squared error"
 
 
@@ -106,12 +105,6 @@ def load_run_checkpoint(path: str, script: str, flag: str, resume: bool, require
         problem = f"checkpoint {path} lacks the entries {', '.join(missing)}: it was not written by this script"
     if problem is not None:
         raise ValueError(f"{flag}: {problem}; pass a runs/<run>/{script}.pt that this script saved")
-    if VALUE_LOSS not in payload and script in ("a2c_cartpole", "ppo_puffer_async"):
-        # Saved when these two scripts' value loss was the squared error itself: the same loss is twice that vf_coef
-        # with today's 0.5 x squared error (a power of two, so the resumed run learns exactly as it would have).
-        payload["args"]["vf_coef"] = 2 * payload["args"]["vf_coef"]
-        # and ppo_puffer_async.py's policy kept the kinds' action masks, which the env now hands over with each step
-        payload["model"].pop("action_masks", None)
     return payload
 
 

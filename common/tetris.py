@@ -600,6 +600,10 @@ def watch(act, seed: int, max_ticks: int, fps: float) -> dict:
             return info
 
 
+# No script or benchmark here uses this class (the scripts step the vectorized Tetris); it is kept for users:
+# docs/tetris.md tells them that gymnasium.make("PufferTetris-v0") works after `import common.tetris`.
+# tests/test_tetris.py checks that promise: test_gymnasium_registration_and_checker,
+# test_gym_env_rejects_float_actions.
 class TetrisGymEnv(gymnasium.Env):
     """One game behind the standard Gymnasium API (registered as "PufferTetris-v0").
 

@@ -68,18 +68,14 @@ def make(
     num_workers=1,
     num_groups=1,
     seed=0,
-    order="round-robin",
 ):
     """A `Serial` (in this process) or `Multiprocessing` vecenv of `num_envs` env objects in `num_groups`
     groups. `env_creators`, `env_args`, `env_kwargs` are lists with one entry per object, or a single
     callable / args list / kwargs dict used for all; object i is built as
     `env_creators[i](*env_args[i], buf=views of its rows, seed=seed + i, **env_kwargs[i])`.
-    `num_workers` is ignored by Serial. `order`: recv() returns the groups in turn, 0, 1, ..., K-1, 0, ...
-    ("round-robin": the same data every run, whatever the workers' timing; pufferlib.vector.Multiprocessing's default
-    order too, sync_traj=True, the only one pufferlib.vector.make accepts) or whichever group finished first
-    ("first-ready": the sequence depends on timing; pufferlib.vector.Multiprocessing with sync_traj=False)."""
-    if order not in ("round-robin", "first-ready"):
-        raise ValueError(f"order must be round-robin or first-ready (got {order!r})")
+    `num_workers` is ignored by Serial. recv() returns the groups in turn, 0, 1, ..., K-1, 0, ... (round-robin:
+    the same data every run, whatever the workers' timing; pufferlib.vector.Multiprocessing's default order too,
+    sync_traj=True, the only one pufferlib.vector.make accepts)."""
     env_creators, env_args, env_kwargs = _per_object(env_creators, env_args, env_kwargs, num_envs)
     if backend not in ("Serial", "Multiprocessing"):
         raise ValueError(f"--backend must be Serial or Multiprocessing (got {backend!r})")
@@ -91,7 +87,7 @@ def make(
             "(the envs are split into that many equal groups)"
         )
     if backend == "Serial":
-        return Serial(env_creators, env_args, env_kwargs, num_envs, num_groups, seed, order)
+        return Serial(env_creators, env_args, env_kwargs, num_envs, num_groups, seed)
     cores = psutil.cpu_count(logical=False) or 1
     if not 1 <= num_workers <= num_envs:
         raise ValueError(f"--num-workers must be between 1 and --num-envs {num_envs} (got {num_workers})")
@@ -107,7 +103,7 @@ def make(
         )
     if num_envs % num_workers:
         raise ValueError(f"--num-envs {num_envs} must be divisible by --num-workers {num_workers}")
-    return Multiprocessing(env_creators, env_args, env_kwargs, num_envs, num_workers, num_groups, seed, order)
+    return Multiprocessing(env_creators, env_args, env_kwargs, num_envs, num_workers, num_groups, seed)
 
 
 def _per_object(env_creators, env_args, env_kwargs, num_envs):
@@ -133,7 +129,7 @@ class _VecEnv:
     """Buffers, groups and the recv/send protocol; subclasses start a group's reset or step (`_start`) and
     wait for replies (`_wait`)."""
 
-    def __init__(self, env_creators, env_args, env_kwargs, num_envs, num_groups, seed, order, allocate):
+    def __init__(self, env_creators, env_args, env_kwargs, num_envs, num_groups, seed, allocate):
         # A driver env in this process gives the spaces and the agent count before the buffers exist.
         self.driver_env = env_creators[0](*env_args[0], **env_kwargs[0])
         self.single_observation_space = self.driver_env.single_observation_space
@@ -163,9 +159,8 @@ class _VecEnv:
         self._seed = seed  # object i is built with seed + i
 
         self._pending = [0] * num_groups  # replies still to come per group; > 0 means in flight
-        self._ready = collections.deque()  # groups whose step is done, in the order they finished
-        self.order = order
-        self._next = 0  # round-robin: the group recv() returns next
+        self._ready = collections.deque()  # groups whose step is done and that recv() has not returned yet
+        self._next = 0  # the group recv() returns next (round-robin)
         self._infos = [[] for _ in range(num_groups)]
         self._held = None  # the group returned by recv() and waiting for send()
         self._closed = False
@@ -213,25 +208,19 @@ class _VecEnv:
 
     def recv(self):
         """(observations, rewards, terminals, truncations, infos, agent_ids, masks) of one group whose step
-        or reset is done (the next in turn, or with order="first-ready" whichever finished first): views into
-        the shared buffers, valid until that group is sent again. infos is the list of info dicts the group's
-        env objects returned as lists."""
+        or reset is done (the next in turn, waited for if need be): views into the shared buffers, valid until that
+        group is sent again. infos is the list of info dicts the group's env objects returned as lists."""
         self._check_open()
         if self._held is not None:
             raise RuntimeError(f"recv() called twice: send() the actions for group {self._held} first")
-        first_ready = self.order == "first-ready"
-        while not self._ready if first_ready else self._next not in self._ready:
-            if not (any(self._pending) if first_ready else self._pending[self._next]):
+        while self._next not in self._ready:
+            if not self._pending[self._next]:
                 raise RuntimeError("recv() with no group in flight: call async_reset() first")
             self._wait()
-        if first_ready:
-            group = self._ready.popleft()
-            self._held = group
-        else:
-            group = self._next
-            self._held = group
-            self._ready.remove(group)
-            self._next = (group + 1) % self.num_groups
+        group = self._next
+        self._held = group
+        self._ready.remove(group)
+        self._next = (group + 1) % self.num_groups
         infos = self._infos[group]
         self._infos[group] = []
         rows = self._rows(group)
@@ -328,7 +317,7 @@ def _step_objects(envs):
 class Serial(_VecEnv):
     """All env objects in this process; `send` steps the group right away, so groups come back in turn."""
 
-    def __init__(self, env_creators, env_args, env_kwargs, num_envs, num_groups, seed, order):
+    def __init__(self, env_creators, env_args, env_kwargs, num_envs, num_groups, seed):
         super().__init__(
             env_creators,
             env_args,
@@ -336,7 +325,6 @@ class Serial(_VecEnv):
             num_envs,
             num_groups,
             seed,
-            order,
             allocate=lambda shape, dtype: np.zeros(shape, dtype),
         )
         driver = self.driver_env
@@ -428,8 +416,8 @@ class Multiprocessing(_VecEnv):
     signal fires when the thread that forked a worker exits.
     """
 
-    def __init__(self, env_creators, env_args, env_kwargs, num_envs, num_workers, num_groups, seed, order):
-        super().__init__(env_creators, env_args, env_kwargs, num_envs, num_groups, seed, order, allocate=_shared_array)
+    def __init__(self, env_creators, env_args, env_kwargs, num_envs, num_workers, num_groups, seed):
+        super().__init__(env_creators, env_args, env_kwargs, num_envs, num_groups, seed, allocate=_shared_array)
         self.num_workers = num_workers
         per_worker = num_envs // num_workers
         per_group = num_envs // num_groups

@@ -1,4 +1,4 @@
-"""common.vector: Serial and Multiprocessing agree step for step; groups come back by readiness; dead
+"""common.vector: Serial and Multiprocessing agree step for step; groups come back in turn; dead
 workers, env errors and a killed learner end cleanly; idle processes sleep."""
 
 import functools
@@ -159,19 +159,8 @@ def test_seeds_differ_per_object_across_workers():
 
 
 @needs_two_cores
-def test_first_ready_order_returns_the_group_that_is_ready_first():
-    kwargs = [dict(delay=0.5), dict(delay=0.0)]  # group 0 slow, group 1 fast
-    with make(Scripted, [], kwargs, "Multiprocessing", 2, 2, 2, order="first-ready") as vecenv:
-        vecenv.async_reset(0)
-        for _ in range(2):  # the resets come back in either order; then both groups are stepping
-            vecenv.recv()
-            vecenv.send(np.zeros(2))
-        assert vecenv.recv()[5][0] // 2 == 1
-
-
-@needs_two_cores
 def test_round_robin_order_returns_the_groups_in_turn_whoever_is_faster():
-    """The default: group 0, 1, 0, 1, ... even when group 0 is much slower, so a run's data (and with a fixed
+    """Group 0, 1, 0, 1, ... even when group 0 is much slower, so a run's data (and with a fixed
     seed, its learning) does not depend on how the workers happened to be scheduled."""
     kwargs = [dict(delay=0.2), dict(delay=0.0)]  # group 0 slow, group 1 fast
     with make(Scripted, [], kwargs, "Multiprocessing", 2, 2, 2) as vecenv:
@@ -181,8 +170,6 @@ def test_round_robin_order_returns_the_groups_in_turn_whoever_is_faster():
             groups.append(int(vecenv.recv()[5][0]) // 2)
             vecenv.send(np.zeros(2))
         assert groups == [0, 1, 0, 1, 0, 1]
-    with pytest.raises(ValueError, match="order must be round-robin or first-ready"):
-        make(Scripted, [], {}, order="fastest")
 
 
 def test_learner_sleeps_while_waiting():
