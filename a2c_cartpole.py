@@ -3,8 +3,8 @@
 Read top to bottom: Args and defaults, network, rollout, GAE, loss, evaluation, train(). The run's plumbing
 (checkpoints, --resume, Ctrl-C, torchrun) is common/run.py's; everything that learns is here. Actions: Discrete,
 MultiDiscrete (a categorical per dimension) or Box (a diagonal Gaussian); observations: any space that flattens
-into a vector (common/gym_envs.py); --lstm adds memory (an LSTM, or a GRU, after the MLP). What this file gets
-right that popular A2C code often does not:
+into a vector (common/gym_envs.py); --lstm adds memory (an LSTM, or a GRU, after the MLP). Episode ends, evaluation
+and Box actions:
   * Gymnasium 1.x vector envs reset on the *next* step by default; ours (common/gym_envs.py) resets in the same
     step, as gymnasium's SAME_STEP mode does, and hands over the true final observation;
   * time-limit truncation is not termination: the truncated step's reward gets `gamma * V(final_obs)`
@@ -26,6 +26,7 @@ PufferLib 3.0.0.
 import contextlib
 import os
 import random
+import sys
 from dataclasses import dataclass
 from typing import Literal, Optional
 
@@ -33,9 +34,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn as nn
+import tyro
 from torch.distributions import Categorical, Normal
 
-from common import distributed, logs, run
+from common import distributed, logs, presets, run
 from common.gym_envs import finished_episodes, make_gym_vector_env
 from common.logs import Progress, log_eval, print_end, report, save_video, video_paths
 from common.normalize import RewardScaler, RunningMeanStd, normalize_obs
@@ -46,7 +48,8 @@ ACTIONS = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)
 @dataclass
 class Args(run.RunArgs):
     # The run's flags (--seed, --device, --checkpoint-freq, --resume, --eval-checkpoint, ...) are RunArgs's. The
-    # defaults below are CartPole-v1's; `--env-id X --help` shows X's (CONTINUOUS, MEMORY, PER_ENV below).
+    # defaults below are CartPole-v1's preset; every other env's is in common/presets.py, and `--env-id X --help`
+    # shows X's.
     exp_name: str = os.path.basename(__file__)[: -len(".py")]
     """the name of this experiment, part of the run name"""
     env_id: str = "CartPole-v1"
@@ -106,55 +109,10 @@ class Args(run.RunArgs):
     """save runs/<run>/a2c_cartpole.pt every this many updates (0: only at the end and on Ctrl-C)"""
 
 
-# Args holds the defaults for Discrete and MultiDiscrete actions (measured on CartPole-v1, Acrobot-v1, MountainCar-v0).
-# Why --reward-scale 0.1 for CartPole: its discounted returns reach ~100, and with a shared backbone a value loss on
-# targets that large swamps the policy gradient (deterministic eval then stalled at 100-250 for 100k+ steps).
-# Box actions: one set for every continuous-control task, as CleanRL's cleanrl/ppo_continuous_action.py has,
-# measured on Pendulum-v1 and HalfCheetah-v5. Rewards are normalized, as the return's scale differs from task to task.
-# gamma 0.95: Pendulum learns on 7 seeds of 8 (0.99: 1 of 3); MuJoCo locomotion goes further with --gamma 0.99
-# (docs/a2c.md).
-CONTINUOUS = dict(
-    total_timesteps=1_000_000,
-    num_steps=8,
-    gamma=0.95,
-    gae_lambda=0.9,
-    norm_reward=True,
-    reward_scale=1.0,
-    eval_freq=400,
-)
-# POPGym's memory tasks with Discrete actions (popgym-... ids), for --lstm: 16-step rollouts to backpropagate through,
-# three times the learning rate, a 128-wide LSTM, GAE; rewards unscaled, as POPGym keeps every return within [-1, 1]
-# (docs/a2c.md).
-MEMORY = dict(
-    total_timesteps=1_000_000, num_steps=16, learning_rate=3e-3, gae_lambda=0.95, reward_scale=1.0, hidden_size=128
-)
-# Sets of one env's own, as RL Zoo's hyperparams/a2c.yml keeps one per env. LunarLander-v3 (-50 at the Discrete
-# defaults in 500k steps): RL Zoo's gamma 0.995, returns x 0.01, normalized advantages, 64 envs, twice the learning
-# rate; still flaky (docs/classic_control.md). Pendulum-v1: a wider first noise (std 1), twice the learning rate,
-# entropy 1e-3 (measured on seeds 11-26: docs/a2c.md).
-PER_ENV = {
-    "LunarLander-v3": dict(
-        total_timesteps=500_000,
-        num_envs=64,
-        learning_rate=2e-3,
-        gamma=0.995,
-        reward_scale=0.01,
-        norm_adv=True,
-        hidden_size=128,
-        eval_freq=312,
-    ),
-    "Pendulum-v1": dict(log_std_init=0.0, learning_rate=2e-3, ent_coef=1e-3),
-}
-
-
-def args_for(env_id: str = "CartPole-v1", **flags) -> Args:
-    """The flags for `env_id`: Args' defaults, then its action kind's set and its own, then `flags`."""
-    probe = make_gym_vector_env(env_id, 1, actions=ACTIONS)
-    box = isinstance(probe.single_action_space, gym.spaces.Box)
-    probe.close()
-    memory = env_id.startswith("popgym-") and not box
-    defaults = {**(CONTINUOUS if box else {}), **(MEMORY if memory else {}), **PER_ENV.get(env_id, {})}
-    return Args(**{**defaults, "env_id": env_id, **flags})
+# Args is the Discrete and MultiDiscrete set (docs/classic_control.md has it on Acrobot-v1 and MountainCar-v0 too).
+# --reward-scale 0.1: CartPole's discounted returns reach ~100, and with a shared backbone a value loss on targets
+# that large swamps the policy gradient. Box actions, POPGym's memory tasks, LunarLander-v3 and Pendulum-v1 have
+# presets of their own: A2C_CARTPOLE in common/presets.py (docs/a2c.md, "Defaults, and why").
 
 
 def validate_args(args: Args) -> None:
@@ -202,7 +160,7 @@ class Agent(nn.Module):
         self.log_std = nn.Parameter(torch.full((outputs,), args.log_std_init)) if box else None
         # A bounded Box's mean is kept inside its bounds, mid + half * tanh, as in skrl's Pendulum examples (2 * tanh,
         # docs/source/examples/gymnasium/torch_gymnasium_pendulum_ppo.py): a mean far outside clips every sample to
-        # one action, and learning stops (Pendulum seed 4's mean reached 15.8).
+        # one action, and learning stops (docs/a2c.md, "Why the mean is bounded").
         low = action_space.low if box else np.inf
         high = action_space.high if box else np.inf
         self.bounded = bool(np.isfinite(low).all() and np.isfinite(high).all())
@@ -313,10 +271,11 @@ def collect_rollout(envs, agent, storage, next_obs, state, args, *, obs_rms, rew
     """Fills `storage` (numpy arrays shaped (num_steps, num_envs, ...): obs, actions, values, rewards, dones) by
     stepping every env num_steps times with the current policy, from the recurrent `state` (None: no --lstm).
 
-    Rewards are divided by the running return's std (`reward_norm`, if given), then multiplied by
-    --reward-scale. `dones[t]` = 1 when the transition at step t ended its episode (terminated or truncated).
-    On truncation the step's reward already contains `gamma * V(final_obs)`, so GAE can treat every episode
-    end as a hard stop. Returns (next_obs, the state after, finished episodes' returns, their lengths).
+    Observations join the running statistics (`obs_rms`, if given) and are scaled by them; rewards are divided by
+    the running return's std (`reward_norm`, if given), then multiplied by --reward-scale. `dones[t]` = 1 when the
+    transition at step t ended its episode (terminated or truncated). On truncation the step's reward already
+    contains `gamma * V(final_obs)`, so GAE can treat every episode end as a hard stop. Returns (next_obs, the state
+    after, finished episodes' returns, their lengths).
     """
     episode_returns = []
     episode_lengths = []
@@ -328,9 +287,12 @@ def collect_rollout(envs, agent, storage, next_obs, state, args, *, obs_rms, rew
         storage["values"][step] = value.float().cpu().numpy()
         storage["actions"][step] = action
         raw_obs, reward, terminated, truncated, infos = envs.step(to_env(action, envs.single_action_space))
-        next_obs = normalize_obs(raw_obs, obs_rms, update=True)
+        if obs_rms is not None:
+            obs_rms.update(raw_obs)
+        next_obs = normalize_obs(raw_obs, obs_rms)
         if reward_norm is not None:
-            reward = reward_norm(reward, terminated | truncated)
+            reward_norm.track(slice(None), reward, terminated | truncated)
+            reward = np.clip(reward / reward_norm.std(), -10.0, 10.0)
         storage["rewards"][step] = reward * args.reward_scale
         storage["dones"][step] = terminated | truncated
         # Truncated, not terminated: the episode could have gone on, so its value is V(final_obs),
@@ -389,20 +351,19 @@ def compute_gae(rewards, values, dones, next_value, gamma: float, gae_lambda: fl
     return advantages, advantages + values
 
 
-def a2c_loss(logprobs, entropy, new_values, advantages, returns, *, vf_coef: float, ent_coef: float):
-    """The A2C objective: -E[A * log pi(a|s)] + vf_coef * E[(R - V(s))^2] / 2 - ent_coef * E[H].
+def a2c_loss(logprobs, advantages, new_values, returns):
+    """(policy loss, value loss) of the A2C objective: -E[A * log pi(a|s)] and E[(R - V(s))^2] / 2. train() adds the
+    entropy bonus: loss = policy_loss + vf_coef * value_loss - ent_coef * E[H].
 
     The value loss is half the mean squared error, as in CleanRL's cleanrl/ppo.py and PufferLib's pufferlib/pufferl.py,
     so `losses/value_loss` compares across scripts; SB3's vf_coef 0.5 with plain MSE (a2c/a2c.py) is our 1.0 with the
     1/2, and skrl's A2C, plain MSE at weight 1 with no coefficient, is our 2.0.
     Advantages and returns are constants here (computed from the rollout), so only log pi and V carry
-    gradients. Returns (loss, policy_loss, value_loss, entropy_mean).
+    gradients.
     """
     policy_loss = -(advantages * logprobs).mean()
     value_loss = 0.5 * nn.functional.mse_loss(new_values, returns)
-    entropy_mean = entropy.mean()
-    loss = policy_loss + vf_coef * value_loss - ent_coef * entropy_mean
-    return loss, policy_loss, value_loss, entropy_mean
+    return policy_loss, value_loss
 
 
 def evaluate(
@@ -497,7 +458,9 @@ def train(args: Args) -> dict:
     autocast, scaler = mixed_precision(device, args.amp)
     storage = make_storage(args.num_steps, args.num_envs, obs_dim, action_space)
     raw_obs, _ = envs.reset(seed=seed + start_update)  # a resumed run plays fresh episodes
-    obs = normalize_obs(raw_obs, obs_rms, update=True)  # the next observation of each env
+    if obs_rms is not None:
+        obs_rms.update(raw_obs)
+    obs = normalize_obs(raw_obs, obs_rms)  # the next observation of each env
     lstm_state = agent.initial_state(args.num_envs, device)  # --lstm: zeros, on --resume too (fresh episodes)
     recent_returns = []
     finished_returns = []
@@ -553,15 +516,9 @@ def train(args: Args) -> dict:
                     logprobs, entropy, new_values = agent.get_logprob_entropy_value(
                         b_obs[indices], b_actions[indices], take(first_state, indices), b_dones[indices]
                     )
-                    loss, policy_loss, value_loss, entropy_mean = a2c_loss(
-                        logprobs,
-                        entropy,
-                        new_values,
-                        mb_advantages,
-                        b_returns[indices],
-                        vf_coef=args.vf_coef,
-                        ent_coef=args.ent_coef,
-                    )
+                    policy_loss, value_loss = a2c_loss(logprobs, mb_advantages, new_values, b_returns[indices])
+                    entropy_loss = entropy.mean()
+                    loss = policy_loss + args.vf_coef * value_loss - args.ent_coef * entropy_loss
                 optimizer.zero_grad(set_to_none=True)
                 scaler.scale(loss).backward()
                 scaler.unscale_(optimizer)  # (no-ops unless float16 on CUDA)
@@ -582,27 +539,24 @@ def train(args: Args) -> dict:
                 finished_returns, finished_lengths, recent, stops = distributed.pool(  # all ranks', and any Ctrl-C
                     world, finished_returns, finished_lengths, recent_returns, [stop.requested]
                 )
-                scalars = {
-                    "charts/learning_rate": optimizer.param_groups[0]["lr"],
-                    "losses/policy_loss": policy_loss.item(),
-                    "losses/value_loss": value_loss.item(),
-                    "losses/entropy": entropy_mean.item(),
-                    "losses/explained_variance": logs.explained_variance(batch["values"].flatten(), returns.flatten()),
-                    "losses/grad_norm": grad_norm.item(),
-                    "charts/SPS": progress.sps(global_step),
-                }
-                if agent.log_std is not None:
-                    scalars["charts/action_std"] = agent.log_std.exp().mean().item()
-                if finished_returns:
-                    scalars["charts/episodic_return"] = np.mean(finished_returns)
-                    scalars["charts/episodic_length"] = np.mean(finished_lengths)
-                    finished_returns = []
-                    finished_lengths = []
                 if writer is not None:
-                    for tag, value in scalars.items():
-                        writer.add_scalar(tag, value, global_step)
+                    writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+                    writer.add_scalar("losses/policy_loss", policy_loss.item(), global_step)
+                    writer.add_scalar("losses/value_loss", value_loss.item(), global_step)
+                    writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
+                    explained_var = logs.explained_variance(batch["values"].flatten(), returns.flatten())
+                    writer.add_scalar("losses/explained_variance", explained_var, global_step)
+                    writer.add_scalar("losses/grad_norm", grad_norm.item(), global_step)
+                    writer.add_scalar("charts/SPS", progress.sps(global_step), global_step)
+                    if agent.log_std is not None:
+                        writer.add_scalar("charts/action_std", agent.log_std.exp().mean().item(), global_step)
+                    if finished_returns:
+                        writer.add_scalar("charts/episodic_return", np.mean(finished_returns), global_step)
+                        writer.add_scalar("charts/episodic_length", np.mean(finished_lengths), global_step)
                     ret = float(np.mean(recent)) if recent else None
                     progress.update(global_step, update=update, ret=ret, eval=last_eval)
+                finished_returns = []
+                finished_lengths = []
             if world.rank == 0 and (args.eval_freq and update % args.eval_freq == 0 or update == num_updates):
                 videos = video_paths(checkpoint.run_dir, f"eval-step{global_step}", args.capture_video)
                 with progress.paused():  # greedy actions: the evaluation draws nothing from torch's RNG
@@ -647,7 +601,16 @@ def train(args: Args) -> dict:
 
 
 def main(argv=None) -> None:
-    run.main("a2c_cartpole", Args, args_for, train, evaluate_checkpoint, argv)
+    try:
+        # each flag's default: --env-id's preset (common/presets.py), or the saved run's (--resume, --eval-checkpoint)
+        default = run.defaults(Args, "a2c_cartpole", presets.a2c_cartpole, argv)
+        args = tyro.cli(Args, args=argv, default=default)
+        if args.eval_checkpoint:
+            evaluate_checkpoint(args)
+        elif train(args)["interrupted"]:
+            sys.exit(run.EXIT_INTERRUPTED)  # Ctrl-C: the run saved; 130, as a shell reports a SIGINT
+    except run.ONE_LINE_ERRORS as e:  # bad flags, a non-finite loss, a dead worker or rank, a failed save, Ctrl-C
+        sys.exit(run.exit_for(e))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ Beyond CleanRL's ppo.py:
 """
 
 import os
+import sys
 import time
 from dataclasses import dataclass
 from typing import Literal, Optional
@@ -25,6 +26,7 @@ from typing import Literal, Optional
 import numpy as np
 import torch
 import torch.nn as nn
+import tyro
 from torch.distributions import Categorical
 
 from common import distributed, logs, run
@@ -85,11 +87,6 @@ class Args(run.RunArgs):
     """with --eval-checkpoint: play one game in the terminal instead"""
     render_fps: float = 10.0
     """board redraws per second with --render"""
-
-
-def args_for(env_id: str = "PufferTetris", **flags) -> Args:
-    """The flags: Args' defaults with `flags` (one env, one set: the same call as the other scripts')."""
-    return Args(env_id=env_id, **flags)
 
 
 def validate_args(args: Args) -> None:
@@ -215,22 +212,10 @@ def compute_gae(
     return advantages, advantages + values
 
 
-def ppo_loss(
-    new_logprobs, new_values, entropy, mb: dict, *, clip_coef: float, clip_vloss: bool, vf_coef: float, ent_coef: float
-):
-    """The clipped PPO objective on one minibatch: the new logprobs, values and entropies, and the rollout's `mb`
-    logprobs, values, returns and advantages (already normalized if wanted).
-
-    Returns (loss, pg_loss, v_loss, entropy, old_approx_kl, approx_kl, clipfrac); only `loss` needs gradients.
-    old_approx_kl is E[-log r], approx_kl the low-variance estimator E[(r - 1) - log r] (Schulman's "Approximating
-    KL"), both logged as CleanRL's ppo.py logs them.
-    """
-    old_logprobs = mb["logprobs"]
-    old_values = mb["values"]
-    advantages = mb["advantages"]
-    returns = mb["returns"]
-    logratio = new_logprobs - old_logprobs
-    ratio = logratio.exp()
+def ppo_loss(ratio, advantages, new_values, old_values, returns, *, clip_coef: float, clip_vloss: bool):
+    """(policy loss, value loss) of the clipped PPO objective on one minibatch, as CleanRL's ppo.py computes them: the
+    clipped surrogate of `ratio` = pi(a|s) / pi_old(a|s) (advantages already normalized if wanted), and half the
+    squared error of the new values, clipped around the rollout's `old_values` with `clip_vloss`."""
     pg_loss = torch.max(-advantages * ratio, -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)).mean()
     if clip_vloss:
         # The value may move at most clip_coef from the rollout's estimate, or pay the larger error.
@@ -238,13 +223,7 @@ def ppo_loss(
         v_loss = 0.5 * torch.max((new_values - returns) ** 2, (v_clipped - returns) ** 2).mean()
     else:
         v_loss = 0.5 * ((new_values - returns) ** 2).mean()
-    entropy_mean = entropy.mean()
-    loss = pg_loss - ent_coef * entropy_mean + vf_coef * v_loss
-    with torch.no_grad():
-        old_approx_kl = (-logratio).mean()
-        approx_kl = ((ratio - 1) - logratio).mean()
-        clipfrac = ((ratio - 1.0).abs() > clip_coef).float().mean()
-    return loss, pg_loss, v_loss, entropy_mean, old_approx_kl, approx_kl, clipfrac
+    return pg_loss, v_loss
 
 
 def play(agent: Agent, episodes: int, seed: int, max_ticks: int, device: torch.device, videos=()) -> dict:
@@ -363,23 +342,26 @@ def train(args: Args) -> dict:
             for epoch in range(args.update_epochs):
                 for mb in torch.randperm(batch_size, device=device).split(minibatch_size):
                     _, new_logprobs, entropy, new_values = agent.get_action_and_value(b_obs[mb], b_actions[mb])
+                    logratio = new_logprobs - b_logprobs[mb]
+                    ratio = logratio.exp()
+                    with torch.no_grad():
+                        old_approx_kl = (-logratio).mean()
+                        approx_kl = ((ratio - 1) - logratio).mean()  # Schulman's low-variance estimator of the KL
+                        clipfracs.append(((ratio - 1.0).abs() > args.clip_coef).float().mean())
                     mb_advantages = b_advantages[mb]
                     if args.norm_adv:
                         mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
-                    minibatch = dict(
-                        logprobs=b_logprobs[mb], values=b_values[mb], returns=b_returns[mb], advantages=mb_advantages
-                    )
-                    loss, pg_loss, v_loss, entropy_mean, old_approx_kl, approx_kl, clipfrac = ppo_loss(
-                        new_logprobs,
+                    pg_loss, v_loss = ppo_loss(
+                        ratio,
+                        mb_advantages,
                         new_values,
-                        entropy,
-                        minibatch,
+                        b_values[mb],
+                        b_returns[mb],
                         clip_coef=args.clip_coef,
                         clip_vloss=args.clip_vloss,
-                        vf_coef=args.vf_coef,
-                        ent_coef=args.ent_coef,
                     )
-                    clipfracs.append(clipfrac)
+                    entropy_loss = entropy.mean()
+                    loss = pg_loss - args.ent_coef * entropy_loss + args.vf_coef * v_loss
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
                     # Under torchrun: the gradients averaged over the ranks, and the loss and approx_kl with them,
@@ -397,28 +379,8 @@ def train(args: Args) -> dict:
 
             # Every rank's games and env time, and whether any rank saw a Ctrl-C (torchrun).
             infos, env_times, stops = distributed.pool(world, infos, [timers["env"]], [stop.requested])
-            steps_per_rank = (global_step - progress.start_step) / len(env_times)
-            scalars = {
-                "charts/learning_rate": optimizer.param_groups[0]["lr"],
-                "charts/SPS": progress.sps(global_step),
-                "losses/policy_loss": pg_loss.item(),
-                "losses/value_loss": v_loss.item(),
-                "losses/entropy": entropy_mean.item(),
-                "losses/old_approx_kl": old_approx_kl.item(),
-                "losses/approx_kl": approx_kl.item(),
-                "losses/clipfrac": torch.stack(clipfracs).mean().item(),  # as CleanRL: over the update's minibatches
-                "losses/explained_variance": logs.explained_variance(b_values, b_returns),
-                "losses/grad_norm": grad_norm.item(),
-                "perf/env_SPS": sum(steps_per_rank / env_time for env_time in env_times),
-            }
-            for key, value in timers.items():
-                scalars[f"perf/{key}_time_frac"] = value / sum(timers.values())
             if infos:
                 game_stats = merge_infos(infos)
-                scalars["charts/episodic_return"] = game_stats["ep_return"]
-                scalars["charts/episodic_length"] = game_stats["ep_length"]
-                for key, value in game_stats.items():
-                    scalars[f"tetris/{key}"] = value
             if world.rank == 0 and (args.eval_freq and update % args.eval_freq == 0 or update == num_updates):
                 videos = video_paths(checkpoint.run_dir, f"eval-step{global_step}", args.capture_video)
                 eval_seed = args.seed + 10_000 + update
@@ -426,8 +388,36 @@ def train(args: Args) -> dict:
                     stats = play(agent, args.eval_episodes, eval_seed, args.max_ticks, device, videos)
                 last_eval, eval_text = log_eval(writer, stats, global_step)
             if writer is not None:
-                for tag, value in scalars.items():
-                    writer.add_scalar(tag, value, global_step)
+                writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+                writer.add_scalar("charts/SPS", progress.sps(global_step), global_step)
+                writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
+                writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
+                writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
+                writer.add_scalar("losses/old_approx_kl", old_approx_kl.item(), global_step)
+                writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+                # as CleanRL: the mean over the update's minibatches
+                writer.add_scalar("losses/clipfrac", torch.stack(clipfracs).mean().item(), global_step)
+                explained_var = logs.explained_variance(b_values, b_returns)
+                writer.add_scalar("losses/explained_variance", explained_var, global_step)
+                writer.add_scalar("losses/grad_norm", grad_norm.item(), global_step)
+                steps_per_rank = (global_step - progress.start_step) / len(env_times)
+                env_sps = sum(steps_per_rank / env_time for env_time in env_times)
+                writer.add_scalar("perf/env_SPS", env_sps, global_step)
+                writer.add_scalar("perf/env_time_frac", timers["env"] / sum(timers.values()), global_step)
+                writer.add_scalar("perf/inference_time_frac", timers["inference"] / sum(timers.values()), global_step)
+                writer.add_scalar("perf/learn_time_frac", timers["learn"] / sum(timers.values()), global_step)
+                if infos:
+                    writer.add_scalar("charts/episodic_return", game_stats["ep_return"], global_step)
+                    writer.add_scalar("charts/episodic_length", game_stats["ep_length"], global_step)
+                    writer.add_scalar("tetris/score", game_stats["score"], global_step)
+                    writer.add_scalar("tetris/perf", game_stats["perf"], global_step)
+                    writer.add_scalar("tetris/ep_length", game_stats["ep_length"], global_step)
+                    writer.add_scalar("tetris/ep_return", game_stats["ep_return"], global_step)
+                    writer.add_scalar("tetris/lines_deleted", game_stats["lines_deleted"], global_step)
+                    writer.add_scalar("tetris/avg_combo", game_stats["avg_combo"], global_step)
+                    writer.add_scalar("tetris/atn_frac_soft_drop", game_stats["atn_frac_soft_drop"], global_step)
+                    writer.add_scalar("tetris/atn_frac_hard_drop", game_stats["atn_frac_hard_drop"], global_step)
+                    writer.add_scalar("tetris/atn_frac_rotate", game_stats["atn_frac_rotate"], global_step)
                 progress.update(
                     global_step,
                     update=update,
@@ -463,7 +453,16 @@ def train(args: Args) -> dict:
 
 
 def main(argv=None) -> None:
-    run.main("ppo_tetris", Args, args_for, train, evaluate_checkpoint, argv)
+    try:
+        # each flag's default: Args (one env, one preset), or the saved run's (--resume, --eval-checkpoint)
+        default = run.defaults(Args, "ppo_tetris", None, argv)
+        args = tyro.cli(Args, args=argv, default=default)
+        if args.eval_checkpoint:
+            evaluate_checkpoint(args)
+        elif train(args)["interrupted"]:
+            sys.exit(run.EXIT_INTERRUPTED)  # Ctrl-C: the run saved; 130, as a shell reports a SIGINT
+    except run.ONE_LINE_ERRORS as e:  # bad flags, a non-finite loss, a dead worker or rank, a failed save, Ctrl-C
+        sys.exit(run.exit_for(e))
 
 
 if __name__ == "__main__":

@@ -222,7 +222,7 @@ def main():
     if default and opts.total_timesteps == 500_000 and opts.tag == "defaults" and not settings:
         notes = [
             "Final greedy evaluation (20 episodes, observation statistics frozen) after 500k steps at each script's "
-            "defaults (`a2c_cartpole.py` on LunarLander-v3: its set of that env's own, `PER_ENV`), two runs at a "
+            "defaults (`a2c_cartpole.py` on LunarLander-v3: its own preset, in common/presets.py), two runs at a "
             "time, one per core; training SPS as the script reports it. SB3's row: our recorded run of SB3's A2C "
             "with RL Zoo's LunarLander settings, measured the same way (`python benchmarks/bench_a2c_continuous.py "
             "--envs LunarLander-v3 --learners sb3 --total-timesteps 500000` re-runs it).",

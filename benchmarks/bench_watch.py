@@ -28,6 +28,7 @@ sys.path.insert(0, ROOT)
 import a2c_cartpole  # noqa: E402
 import ppo_tetris  # noqa: E402
 import results as results_module  # noqa: E402
+from common import presets  # noqa: E402
 from common.tetris import Tetris  # noqa: E402
 
 CPU = torch.device("cpu")
@@ -69,7 +70,7 @@ def main():
             ("HalfCheetah-v5", 17, a2c_cartpole.gym.spaces.Box(-1, 1, (6,))),
         ]:
             torch.manual_seed(0)
-            args = a2c_cartpole.args_for(env_id)  # 64 wide for both
+            args = a2c_cartpole.Args(**presets.a2c_cartpole(env_id))  # 64 wide for both
             agent = a2c_cartpole.Agent(obs_dim, space, args)
             evaluate = lambda videos: a2c_cartpole.evaluate(
                 agent, args, None, episodes=10, seed=1, device=CPU, videos=videos

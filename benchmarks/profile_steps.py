@@ -23,11 +23,13 @@ from collections import defaultdict
 from pathlib import Path
 
 import torch
+import tyro
 
 import results
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from common import presets  # noqa: E402
 
 CLOCKS, IN_ROLLOUT, MARKS = defaultdict(float), [False], {}
 
@@ -116,9 +118,9 @@ def main():
         module.Agent.sample = clocked("sample", module.Agent.sample)
         module.collect_rollout = marked("loop", clocked("rollout", module.collect_rollout))
     module.run.close = marked("end", module.run.close)  # the loop is over: the envs and the writer are closed
-    args = module.run.parse_args(
-        module.Args, script, [*argv, "--eval-freq", "0", "--torch-threads", "1"], module.args_for
-    )
+    flags = [*argv, "--eval-freq", "0", "--torch-threads", "1"]
+    default = module.run.defaults(module.Args, script, getattr(presets, script), flags)  # as the script's main()
+    args = tyro.cli(module.Args, args=flags, default=default)
     module.evaluate = lambda *a, **k: {"return": torch.zeros(1).numpy(), "length": torch.zeros(1).numpy()}
     here = os.getcwd()
     with tempfile.TemporaryDirectory() as tmp:  # the run's files go nowhere

@@ -7,7 +7,7 @@ values a run of X takes, and any flag given on the command line replaces its pre
 Under torchrun every preset gives each rank one torch thread (two processes on one core's worth each), unless
 --torch-threads is given: the one rule applied on top of a preset (common/run.py's defaults)."""
 
-from common import gym_envs, puffer_envs
+from common import gym_envs
 
 PPO_PUFFER_ASYNC = {
     # A Gymnasium id with Discrete or MultiDiscrete actions: one set for CartPole, Acrobot, MountainCar and LunarLander
@@ -297,6 +297,8 @@ PPO_PUFFER_ASYNC = {
 def ppo_puffer_async(env_id: str, env_kwargs: str = "") -> dict:
     """ppo_puffer_async.py's flags for `env_id` (with `env_kwargs`): its family's preset (common/puffer_envs.py's
     `family`; Tetris's is Args itself)."""
+    from common import puffer_envs  # here: a copy of a2c_cartpole.py has no pufferlib, nor puffer_envs.py
+
     family = puffer_envs.family(env_id, env_kwargs)
     return {"env_id": env_id, "env_kwargs": env_kwargs, **PPO_PUFFER_ASYNC.get(family, {})}
 

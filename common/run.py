@@ -16,11 +16,11 @@ import torch
 from common import distributed
 from common.checkpoint import VALUE_LOSS_CONVENTION, RunCheckpoint, SaveError, load_run_checkpoint
 from common.logs import announce, finish_wandb, make_run_name, make_writer, start_wandb
-from common.vector import WorkerError
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention: a calling script tells a stopped run from a finished one
 # What a script's main() turns into "error: <one line>" and exit 1 (exit_for; a Ctrl-C outside the training loop: 130)
-ONE_LINE_ERRORS = (KeyboardInterrupt, ValueError, FloatingPointError, ConnectionError, SaveError, WorkerError)
+# (ConnectionError: a dead env worker, common/vector.py's WorkerError, or a lost torchrun rank, lost_error)
+ONE_LINE_ERRORS = (KeyboardInterrupt, ValueError, FloatingPointError, ConnectionError, SaveError)
 
 
 @dataclass

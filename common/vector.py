@@ -53,10 +53,11 @@ COMMAND = struct.Struct("<Bhq")
 CLOSE_TIMEOUT = 2.0
 
 
-class WorkerError(RuntimeError):
-    """A worker process died or one of its envs raised; the vecenv is closed and its workers reaped."""
+class WorkerError(ConnectionError):
+    """A worker process died or one of its envs raised: the connection to it is lost; the vecenv is closed and its
+    workers reaped."""
 
-    env_worker = True  # what tells it from the RuntimeError a lost torchrun rank raises (run.lost_error)
+    env_worker = True  # what tells it from the error a lost torchrun rank raises (run.lost_error)
 
 
 def make(

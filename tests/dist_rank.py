@@ -158,10 +158,11 @@ def grad(outdir):
             def loss_on(model, sel):
                 flat = lambda x: x[sel].reshape(len(sel) * horizon, *x.shape[2:])  # noqa: E731
                 _, logprobs, entropy, values = model.get_action_and_value(flat(obs), flat(actions))
-                mb = dict(logprobs=flat(old_logprobs), values=flat(old_values), returns=flat(returns))
-                mb["advantages"] = flat(advantages)
-                coefs = dict(clip_coef=0.2, clip_vloss=True, vf_coef=0.5, ent_coef=0.01)
-                return ppo_tetris.ppo_loss(logprobs, values, entropy, mb, **coefs)[0]
+                ratio = (logprobs - flat(old_logprobs)).exp()
+                pg_loss, v_loss = ppo_tetris.ppo_loss(
+                    ratio, flat(advantages), values, flat(old_values), flat(returns), clip_coef=0.2, clip_vloss=True
+                )
+                return pg_loss - 0.01 * entropy.mean() + 0.5 * v_loss
 
         union = copy.deepcopy(net)
         half = torch.arange(rank * rows // size, (rank + 1) * rows // size)

@@ -16,7 +16,7 @@ import torch.nn as nn
 
 import a2c_cartpole as a2c
 from common.gym_envs import make_gym_vector_env
-from conftest import ROOT
+from conftest import ROOT, a2c_args
 
 
 # ---------------------------------------------------------------- GAE
@@ -200,11 +200,10 @@ def test_loss_gradient_direction():
     fe8d8a03), so --vf-coef 1.0 gives SB3's total loss at its vf_coef 0.5 (SB3 2.9.2's a2c/a2c.py: plain MSE)."""
     logprobs = torch.tensor([-0.5, -1.0], requires_grad=True)
     values = torch.tensor([1.0, 2.0], requires_grad=True)
-    loss, policy_loss, value_loss, _ = a2c.a2c_loss(
-        logprobs, torch.zeros(2), values, torch.tensor([2.0, -1.0]), torch.tensor([3.0, 2.0]), vf_coef=1.0, ent_coef=0.0
-    )
+    policy_loss, value_loss = a2c.a2c_loss(logprobs, torch.tensor([2.0, -1.0]), values, torch.tensor([3.0, 2.0]))
     assert policy_loss.item() == pytest.approx(-(2.0 * -0.5 + -1.0 * -1.0) / 2)
     assert value_loss.item() == pytest.approx(0.5 * (2.0**2 + 0.0) / 2)
+    loss = policy_loss + 1.0 * value_loss  # train()'s, at --vf-coef 1.0 and --ent-coef 0
     assert loss.item() == pytest.approx(policy_loss.item() + 0.5 * (2.0**2 + 0.0) / 2)  # SB3's, at its vf_coef 0.5
     loss.backward()
     assert logprobs.grad[0] < 0 < logprobs.grad[1]  # descent raises action 0, lowers action 1
@@ -288,8 +287,8 @@ def test_non_finite_loss_stops_with_a_clear_message(tmp_path, monkeypatch):
     real_loss = a2c.a2c_loss
 
     def nan_loss(*args, **kwargs):
-        loss, *rest = real_loss(*args, **kwargs)
-        return (loss * float("nan"), *rest)
+        policy_loss, value_loss = real_loss(*args, **kwargs)
+        return policy_loss * float("nan"), value_loss
 
     monkeypatch.setattr(a2c, "a2c_loss", nan_loss)
     with pytest.raises(SystemExit, match=r"^error: loss became nan at update 1 .*--learning-rate"):
@@ -394,16 +393,14 @@ def test_bad_input_gives_one_line_error(tmp_path, argv, words):
 def test_defaults_follow_the_env(tmp_path):
     """One set per action space, POPGym's memory set, and LunarLander-v3's own (as RL Zoo's hyperparams/a2c.yml keeps
     one per env), which --help shows."""
-    assert a2c.args_for("CartPole-v1") == a2c.Args()  # Args shows the Discrete defaults
-    assert dataclasses.replace(a2c.args_for("Acrobot-v1"), env_id="CartPole-v1") == a2c.Args()
-    lunar = a2c.args_for("LunarLander-v3")
+    assert a2c_args("CartPole-v1") == a2c.Args()  # Args shows the Discrete defaults
+    assert dataclasses.replace(a2c_args("Acrobot-v1"), env_id="CartPole-v1") == a2c.Args()
+    lunar = a2c_args("LunarLander-v3")
     assert (lunar.gamma, lunar.reward_scale, lunar.norm_adv, lunar.hidden_size) == (0.995, 0.01, True, 128)
     assert lunar.total_timesteps == 500_000 and lunar.num_envs == 64
-    assert a2c.args_for("popgym-RepeatPreviousEasy-v0").num_steps == 16
-    assert (
-        a2c.args_for("Pendulum-v1").norm_reward is True
-        and a2c.args_for("Pendulum-v1", norm_reward=False).norm_reward is False
-    )
+    assert a2c_args("popgym-RepeatPreviousEasy-v0").num_steps == 16
+    assert a2c_args("Pendulum-v1").norm_reward is True
+    assert a2c_args("Pendulum-v1", norm_reward=False).norm_reward is False
     out = run_script("--env-id", "LunarLander-v3", "--help", cwd=tmp_path)
     assert out.returncode == 0 and "(default: 0.995)" in out.stdout, out.stdout
 
@@ -572,7 +569,7 @@ def test_dict_observations_and_multidiscrete_actions_learn_as_plain_cartpole(tmp
     if make is not None:
         gym.register(env_id, entry_point=make, max_episode_steps=500, reward_threshold=475.0)
     try:
-        result = a2c.train(a2c.args_for(env_id=env_id, seed=1, total_timesteps=60_000, checkpoint_freq=0))
+        result = a2c.train(a2c_args(env_id, seed=1, total_timesteps=60_000, checkpoint_freq=0))
     finally:
         gym.registry.pop(env_id, None) if make is not None else None
     assert result["eval_history"][-1][1] >= 475, result["eval_history"]
@@ -584,7 +581,7 @@ def test_pendulum_beats_the_random_policy(tmp_path, monkeypatch):
     ends 700+ above a uniform-random policy (-1201 over 50 episodes). Measured, seeds 1 / 2 / 3: -186 / -200 / -180
     (10 deterministic episodes); the 1M-step runs are in docs/a2c.md."""
     monkeypatch.chdir(tmp_path)
-    args = a2c.args_for(env_id="Pendulum-v1", seed=1, total_timesteps=300_000, checkpoint_freq=0)
+    args = a2c_args("Pendulum-v1", seed=1, total_timesteps=300_000, checkpoint_freq=0)
     result = a2c.train(args)
     assert result["eval_history"][-1][1] >= -1201 + 700, result["eval_history"]
 
@@ -646,7 +643,8 @@ def test_amp_losses_match_float32_on_a_fixed_batch(space):
 
     def loss():
         logprobs, entropy, values = agent.get_logprob_entropy_value(x, actions)
-        return a2c.a2c_loss(logprobs, entropy, values, advantages, returns, vf_coef=1.0, ent_coef=0.01)[0]
+        policy_loss, value_loss = a2c.a2c_loss(logprobs, advantages, values, returns)
+        return policy_loss + 1.0 * value_loss - 0.01 * entropy.mean()
 
     full = loss()
     with torch.autocast("cpu", dtype=torch.bfloat16):

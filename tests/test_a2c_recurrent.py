@@ -12,6 +12,7 @@ import torch
 
 import a2c_cartpole as a2c
 from common.gym_envs import make_gym_vector_env
+from conftest import a2c_args
 
 
 class RememberCue(gym.Env):
@@ -171,7 +172,7 @@ def test_memory_is_learned_and_used(tmp_path, monkeypatch, rnn_type):
     12k steps), with --rnn-type gru 1.0 on seeds 1-5 too; the same run without --lstm 0.0 on seeds 1-3 (its one
     answer is right on 10 of the 20 cues)."""
     monkeypatch.chdir(tmp_path)
-    args = a2c.args_for("RememberCue-v0", lstm=True, rnn_type=rnn_type, total_timesteps=20_000, eval_freq=0)
+    args = a2c_args("RememberCue-v0", lstm=True, rnn_type=rnn_type, total_timesteps=20_000, eval_freq=0)
     result = a2c.train(dataclasses.replace(args, eval_episodes=20, checkpoint_freq=0))
     assert result["eval_history"][-1][1] >= 0.8, result["eval_history"]
 
@@ -181,7 +182,7 @@ def test_resume_and_eval_checkpoint_rebuild_the_cell(tmp_path, monkeypatch, caps
     """--resume and --eval-checkpoint rebuild the LSTM (or GRU) from the saved flags; the resumed run starts its
     state from zeros (its envs play fresh episodes)."""
     monkeypatch.chdir(tmp_path)
-    args = a2c.args_for("RememberCue-v0", lstm=True, rnn_type=rnn_type, total_timesteps=4000, eval_freq=0)
+    args = a2c_args("RememberCue-v0", lstm=True, rnn_type=rnn_type, total_timesteps=4000, eval_freq=0)
     result = a2c.train(dataclasses.replace(args, checkpoint_freq=0))
     checkpoint = os.path.join(result["run_dir"], "a2c_cartpole.pt")
     assert any(key.startswith("lstm.") for key in torch.load(checkpoint, weights_only=True)["model"])
@@ -223,7 +224,8 @@ def test_amp_with_lstm_matches_float32_on_a_fixed_batch(rnn_type):
 
     def loss():
         logprobs, entropy, values = agent.get_logprob_entropy_value(x, actions, state, dones)
-        return a2c.a2c_loss(logprobs, entropy, values, advantages, returns, vf_coef=1.0, ent_coef=0.01)[0]
+        policy_loss, value_loss = a2c.a2c_loss(logprobs, advantages, values, returns)
+        return policy_loss + 1.0 * value_loss - 0.01 * entropy.mean()
 
     full = loss()
     with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -40,7 +40,7 @@ FAMILIES = {
 FAMILY_FLAGS = {
     "a2c_cartpole.py": "--total-timesteps 256 --num-envs 2 --eval-episodes 1 --eval-max-steps 50".split(),
     "ppo_puffer_async.py": "--total-timesteps 256 --num-envs 2 --horizon 16 --num-minibatches 2 --eval-episodes 1 "
-    "--eval-max-steps 50 --backend Serial --batch-size 64".split(),
+    "--eval-max-steps 50 --backend Serial --num-workers 1 --batch-size 64".split(),
 }
 RUNNER = """import json, sys
 sys.argv = [sys.argv[1]] + sys.argv[2:]
