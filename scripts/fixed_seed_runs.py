@@ -42,7 +42,8 @@ CASES = {  # name: flags, or (flags of the first run, flags of its --resume)
     "puffer-tetris": PUFFER + "--total-timesteps 98304 --eval-freq 2".split(),
     "puffer-tetris-lstm": PUFFER + "--lstm --num-envs 64 --total-timesteps 16384".split(),
     "puffer-mpe-serial": PUFFER
-    + "--env-id mpe-spread --backend Serial --num-workers 1 --async-factor 1 --num-envs 32 --total-timesteps 24576".split(),
+    + "--env-id mpe-spread --backend Serial --num-workers 1 --async-factor 1 --num-envs 32".split()
+    + "--total-timesteps 24576".split(),
     "puffer-mpe-workers": PUFFER + "--env-id mpe-spread --num-envs 32 --total-timesteps 24576".split(),
     "puffer-cartpole": PUFFER + "--env-id CartPole-v1 --total-timesteps 20480 --eval-freq 10".split(),
     "puffer-acrobot-prio": PUFFER
