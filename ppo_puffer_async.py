@@ -370,9 +370,11 @@ class Policy(nn.Module):
 class Experience:
     """The (segments, horizon) buffer and the per-agent bookkeeping that fills it. Each agent owns a row and a place in
     it: a step's observation, action, logprob and value are stored when the policy acts, its reward and ends when the
-    agent's next observation arrives. A full row is handed over, the agent takes the next free one (none left: it
-    plays on unstored until all are full). `next_row[s]`: the agent's next row (-1: none); `next_value[s]`: V after its
-    last step. LSTM (`state_size`): each agent's (h, c), each row's first (h, c), `starts[s, t]`: reset before t."""
+    agent's next observation arrives. A full row is handed over, the agent takes the next free one. The step an agent
+    takes after its last row filled is kept (`carried_...`) and opens its first row of the next rollout, with the
+    logprob and value of the policy that took it: every step the envs play is stored once. `next_row[s]`: the agent's
+    next row (-1: none); `next_value[s]`: V after its last step. LSTM (`state_size`): each agent's (h, c), each row's
+    first (h, c), `starts[s, t]`: reset before t."""
 
     def __init__(
         self, segments, horizon, num_agents, obs_shape, device, *, action_space=None, state_size=0, mask_size=0
@@ -403,11 +405,22 @@ class Experience:
         self.row = np.zeros(num_agents, dtype=np.int64)  # -1: no free row left this rollout
         self.pos = np.zeros(num_agents, dtype=np.int64)
         self.pending = np.zeros(num_agents, dtype=bool)  # a stored step awaits its reward
+        # Each agent's step taken after its last row filled, for the next rollout's first row
+        self.carried = np.zeros(num_agents, dtype=bool)
+        self.carried_obs = np.zeros((num_agents, *self.obs.shape[2:]), self.obs.dtype)
+        self.carried_actions = np.zeros((num_agents, *self.actions.shape[2:]), self.actions.dtype)
+        self.carried_logprobs = np.zeros(num_agents, np.float32)
+        self.carried_values = np.zeros(num_agents, np.float32)
+        self.carried_masks = np.zeros(num_agents, bool)
+        self.carried_starts = np.zeros(num_agents, bool)
+        self.carried_action_masks = np.zeros((num_agents, mask_size), bool) if mask_size else None
         self.state = None
         self.initial_state = None
+        self.carried_state = None
         if state_size:  # carried across rollouts, like the episodes themselves
             self.state = tuple(torch.zeros(num_agents, state_size, device=device) for _ in range(2))
             self.initial_state = tuple(torch.zeros(segments, state_size, device=device) for _ in range(2))
+            self.carried_state = tuple(torch.zeros(num_agents, state_size, device=device) for _ in range(2))
         self.reset()
 
     def tensors(self, device) -> dict:
@@ -421,13 +434,28 @@ class Experience:
         return batch
 
     def reset(self) -> None:
-        """Start a rollout: agent a fills row a first (segments is a multiple of num_agents)."""
+        """Start a rollout: agent a fills row a first (segments is a multiple of num_agents), beginning with the step
+        it carried over from the last rollout, whose reward arrives with its next observation."""
         self.row[:] = np.arange(self.num_agents)
         self.pos[:] = 0
         self.pending[:] = False
         self.free_row = self.num_agents
         self.full_rows = 0
         self.next_row[:] = -1
+        carried = np.flatnonzero(self.carried)  # agent a's first row is row a
+        self.obs[carried, 0] = self.carried_obs[carried]
+        self.actions[carried, 0] = self.carried_actions[carried]
+        self.logprobs[carried, 0] = self.carried_logprobs[carried]
+        self.values[carried, 0] = self.carried_values[carried]
+        self.masks[carried, 0] = self.carried_masks[carried]
+        if self.action_masks is not None:
+            self.action_masks[carried, 0] = self.carried_action_masks[carried]
+        if self.state is not None:
+            self.starts[carried, 0] = self.carried_starts[carried]
+            for stored, kept in zip(self.initial_state, self.carried_state):
+                stored[torch.as_tensor(carried)] = kept[torch.as_tensor(carried)]
+        self.pending[carried] = True  # at pos 0, as a step just stored
+        self.carried[:] = False
 
     def finish_steps(self, agents, rewards, terminals, truncations, next_values) -> None:
         """Writes the outcome of each agent's pending step; full rows are handed over."""
@@ -443,7 +471,7 @@ class Experience:
             n = len(filled)
             self.next_value[rows[done]] = next_values[done]
             new_rows = self.free_row + np.arange(n)
-            new_rows[new_rows >= self.segments] = -1  # none left: play on without storing
+            new_rows[new_rows >= self.segments] = -1  # none left: the agent's next step opens the next rollout
             self.next_row[rows[done]] = new_rows
             self.row[filled] = new_rows
             self.pos[filled] = 0
@@ -451,11 +479,29 @@ class Experience:
             self.full_rows += n
         self.pending[agents] = False
 
-    def store_steps(
-        self, agents, store, *, obs, actions, logprobs, values, masks, starts=None, state=None, action_masks=None
-    ) -> None:
-        """Stores the steps just taken by the agents where `store` is True (numpy arrays; LSTM: the (h, c) each started
-        from, tensors)."""
+    def store_steps(self, agents, *, obs, actions, logprobs, values, masks, starts=None, state=None, action_masks=None):
+        """Stores the steps just taken by `agents` (numpy arrays; LSTM: the (h, c) each started from, tensors); an
+        agent whose rows are all full this rollout keeps its step for the next one."""
+        store = self.row[agents] >= 0
+        carry = ~store
+        if carry.any():
+            # Groups that come back in turn (common/vector.py, ALE's) fill their last rows within one turn, so an agent
+            # takes one step after its last row filled; were they to come back unevenly, its latest step is kept.
+            kept = agents[carry]
+            self.carried[kept] = True
+            self.carried_obs[kept] = obs[carry]
+            self.carried_actions[kept] = actions[carry]
+            self.carried_logprobs[kept] = logprobs[carry]
+            self.carried_values[kept] = values[carry]
+            self.carried_masks[kept] = masks[carry]
+            if action_masks is not None:
+                self.carried_action_masks[kept] = action_masks[carry]
+            if state is not None:
+                self.carried_starts[kept] = starts[carry]
+                for carried, now in zip(self.carried_state, take(state, torch.as_tensor(carry))):
+                    carried[torch.as_tensor(kept)] = now
+        if not store.any():
+            return
         agents = agents[store]
         rows = self.row[agents]
         pos = self.pos[agents]
@@ -583,20 +629,17 @@ def rollout(
             )
 
         # Absent agents' steps (mask False) are stored, flagged, and carry no loss.
-        store = experience.row[agents] >= 0
-        if store.any():
-            experience.store_steps(
-                agents,
-                store,
-                obs=obs,
-                actions=actions,
-                logprobs=logprobs,
-                values=values,
-                masks=masks,
-                starts=starting,
-                state=state,
-                action_masks=action_masks,
-            )
+        experience.store_steps(
+            agents,
+            obs=obs,
+            actions=actions,
+            logprobs=logprobs,
+            values=values,
+            masks=masks,
+            starts=starting,
+            state=state,
+            action_masks=action_masks,
+        )
         actions_np = to_env(actions, vecenv.single_action_space)
         timers["inference"] += time.perf_counter() - start
 

@@ -1077,3 +1077,72 @@ def test_lstm_learns_cartpole_novel_where_the_mlp_cannot(tmp_path, monkeypatch):
             "return"
         ].mean()
     assert finals[True] >= 475 and finals[False] <= 100, finals
+
+
+class CountingVecEnv:
+    """4 agents in 2 groups (0, 1 and 2, 3), returned in turn, no episode ends. An agent's observation is [agent, the
+    steps it has taken]; its n-th step earns reward n, so a stored step says which step it was."""
+
+    single_action_space = gym.spaces.Discrete(2)
+    action_masks = None
+
+    def __init__(self):
+        self.num_agents = 4
+        self.steps = np.zeros(4, dtype=int)
+        self.game_over = np.zeros(4, bool)
+        self.final_observations = np.zeros((4, 2), np.float32)
+        self.group = 0
+
+    def async_reset(self, seed=None):
+        self.group = 0
+
+    def recv(self):
+        agents = np.array([0, 1]) + 2 * self.group
+        obs = np.stack([agents, self.steps[agents]], 1).astype(np.float32)
+        no_end = np.zeros(2, bool)
+        return obs, self.steps[agents].astype(np.float32), no_end, no_end, [], agents, np.ones(2, bool)
+
+    def send(self, actions):
+        self.steps[np.array([0, 1]) + 2 * self.group] += 1
+        self.group = 1 - self.group
+
+
+@pytest.mark.parametrize("rows_per_agent", [1, 3])
+def test_every_step_the_envs_take_is_stored_once(rows_per_agent):
+    """Over several rollouts each agent's stored steps, row after row, are its steps 1, 2, 3, ... with none missing
+    and none twice: the step an agent takes after its last row filled opens its first row of the next rollout."""
+    env = CountingVecEnv()
+    horizon = 3
+    segments = 4 * rows_per_agent
+    experience = Experience(segments, horizon, 4, (2,), CPU)
+    policy = ppo_puffer_async.Policy((2,), env.single_action_space, Args(hidden_size=8))
+    episodes = EpisodeStats(4)
+    stored = {agent: [] for agent in range(4)}
+    env.async_reset()
+    rollouts = 3
+    for _ in range(rollouts):
+        rollout(
+            env,
+            policy,
+            experience,
+            episodes,
+            obs_rms=None,
+            reward_scaler=None,
+            gamma=0.99,
+            reward_scale=1.0,
+            reward_clamp=None,
+            device=CPU,
+            timers=dict(env=0.0, inference=0.0),
+        )
+        for agent in range(4):
+            row = agent
+            while row >= 0:  # the agent's rows in the order it filled them
+                assert (experience.obs[row, :, 0] == agent).all()
+                steps_before = experience.obs[row, :, 1].astype(int).tolist()
+                assert experience.rewards[row].astype(int).tolist() == [k + 1 for k in steps_before]
+                stored[agent].extend(steps_before)
+                row = experience.next_row[row]
+    for agent in range(4):
+        assert stored[agent] == list(range(rollouts * rows_per_agent * horizon)), agent
+    # the envs played one step more per agent than was stored: the one the next rollout would open with
+    assert env.steps.tolist() == [rollouts * rows_per_agent * horizon + 1] * 4
