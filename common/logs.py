@@ -85,9 +85,11 @@ def print_end(interrupted: bool, checkpoint, progress, step: int, eval_text: str
 
 
 class Progress:
-    """The run's clock and its console line `steps | SPS | ETA | fields`. SPS counts training time only (evaluations
-    run inside `with progress.paused():`). Printed every few seconds on a terminal, to a file or a pipe (CI, nohup)
-    only every `quiet_interval` seconds."""
+    """The run's clock and its console line `steps | SPS | ETA | fields`. Two rates: `sps`, over the whole wall time
+    since the run (or resume) began, as CleanRL's charts/SPS (`global_step / (time.time() - start_time)`), and
+    `train_sps`, training alone (evaluations run inside `with progress.paused():`), the perf/train_SPS the speed
+    benchmarks compare. Printed every few seconds on a terminal, to a file or a pipe (CI, nohup) only every
+    `quiet_interval` seconds."""
 
     def __init__(self, total_steps: int, start_step: int = 0, interval: float = 5.0, quiet_interval: float = 60.0):
         self.total_steps = total_steps
@@ -107,7 +109,11 @@ class Progress:
             self.paused_time += time.perf_counter() - start
 
     def sps(self, global_step: int) -> float:
-        """Agent steps per second of training since this run (or resume) began."""
+        """Agent steps per second since this run (or resume) began, over the whole wall time, evaluations included."""
+        return (global_step - self.start_step) / max(time.perf_counter() - self.start_time, 1e-9)
+
+    def train_sps(self, global_step: int) -> float:
+        """Agent steps per second of training alone since this run (or resume) began."""
         return (global_step - self.start_step) / max(time.perf_counter() - self.start_time - self.paused_time, 1e-9)
 
     def update(self, global_step: int, **fields) -> None:

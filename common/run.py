@@ -327,7 +327,7 @@ def summary(checkpoint: RunCheckpoint, progress, update: int, interrupted: bool,
     return dict(
         global_step=step,
         update=update,
-        sps=progress.sps(step),
+        sps=progress.train_sps(step),  # training alone, what the speed benchmarks compare
         run_dir=checkpoint.run_dir,
         checkpoint=checkpoint.path,
         interrupted=interrupted,

@@ -4,6 +4,7 @@
     python scripts/fixed_seed_runs.py record after.json       # on the change
     python scripts/fixed_seed_runs.py compare before.json after.json
     python scripts/fixed_seed_runs.py compare before.json after.json --half-value-loss   # see below
+    python scripts/fixed_seed_runs.py compare before.json after.json --redefined         # see REDEFINED
 
 Each run's TensorBoard scalars are read back from its event files; every tag but charts/SPS and perf/* must be
 equal at every step, bit for bit. --half-value-loss compares a record made when a2c_cartpole.py's and
@@ -122,6 +123,42 @@ def record(path, only=None):
         json.dump(results, f)
 
 
+# The tags whose meaning was made one across the scripts on purpose, per script (the case names' first word): a record
+# made before that change compares with one made after it with --redefined, which leaves exactly these out.
+# charts/episodic_return and charts/episodic_length: a point per finished episode (were means over a log interval);
+# losses/old_approx_kl and losses/clipfrac: the ranks' mean under torchrun (were rank 0's); eval/*: every evaluation
+# plays the episodes of seed + 10,000 (the PPO scripts' were seed + 10,000 + update); tetris/ep_return and
+# tetris/ep_length: no longer written (charts/episodic_return and charts/episodic_length are the same games).
+REDEFINED = {
+    "a2c": ("charts/episodic_return", "charts/episodic_length"),
+    "tetris": (
+        "charts/episodic_return",
+        "charts/episodic_length",
+        "losses/old_approx_kl",
+        "losses/clipfrac",
+        "eval/",
+        "tetris/ep_return",
+        "tetris/ep_length",
+    ),
+    "puffer": (
+        "charts/episodic_return",
+        "charts/episodic_length",
+        "losses/old_approx_kl",
+        "losses/clipfrac",
+        "eval/",
+        "tetris/ep_return",
+        "tetris/ep_length",
+    ),
+}
+
+
+def redefined(name: str, tag: str) -> bool:
+    """Whether case `name`'s `tag` is one whose meaning changed (REDEFINED; a prefix ending in / covers its tags)."""
+    return any(
+        tag == old or tag.startswith(old if old.endswith("/") else old + "/") for old in REDEFINED[name.split("-")[0]]
+    )
+
+
 def same(name: str, tag: str, before, after, half_value_loss: bool) -> bool:
     """Whether a tag's (step, value) pairs are the same in two records (see the module's docstring)."""
     if half_value_loss and tag == "losses/value_loss" and before and after and not name.startswith("tetris"):
@@ -131,7 +168,7 @@ def same(name: str, tag: str, before, after, half_value_loss: bool) -> bool:
     return before == after
 
 
-def compare(before_path, after_path, half_value_loss=False):
+def compare(before_path, after_path, half_value_loss=False, redefined_too=False):
     with open(before_path) as f:
         before = json.load(f)
     with open(after_path) as f:
@@ -143,6 +180,8 @@ def compare(before_path, after_path, half_value_loss=False):
             failed += 1
             continue
         tags = sorted(set(before[name]) | set(after[name]))
+        if redefined_too:
+            tags = [tag for tag in tags if not redefined(name, tag)]
         if half_value_loss:
             tags = [tag for tag in tags if tag not in ("losses/clipfrac", "losses/old_approx_kl")]
         diffs = [
@@ -157,4 +196,9 @@ if __name__ == "__main__":
     if sys.argv[1] == "record":
         record(sys.argv[2], sys.argv[4].split(",") if len(sys.argv) > 4 and sys.argv[3] == "--only" else None)
     else:
-        compare(sys.argv[2], sys.argv[3], half_value_loss="--half-value-loss" in sys.argv[4:])
+        compare(
+            sys.argv[2],
+            sys.argv[3],
+            half_value_loss="--half-value-loss" in sys.argv[4:],
+            redefined_too="--redefined" in sys.argv[4:],
+        )
