@@ -984,7 +984,7 @@ def train(args: Args) -> dict:
                         # (r - 1) - log r
                         old_approx_kl = masked_mean(-logratio, mb_masks)
                         approx_kl = masked_mean((ratio - 1) - logratio, mb_masks)
-                        clipfracs.append(masked_mean(((ratio - 1.0).abs() > args.clip_coef).float(), mb_masks))
+                        clipfrac = masked_mean(((ratio - 1.0).abs() > args.clip_coef).float(), mb_masks)
                     mb_advantages = advantages[rows]
                     if args.norm_adv:
                         mb_advantages = normalize_advantages(mb_advantages, mb_masks)
@@ -1003,10 +1003,12 @@ def train(args: Args) -> dict:
                     loss = pg_loss + args.vf_coef * v_loss - rates["ent_coef"] * entropy_loss
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
-                    # torchrun: the ranks' mean gradients, loss and approx_kl, so that every rank stops alike
-                    mean_loss, approx_kl = distributed.average_gradients(
-                        world, policy.parameters(), loss.detach(), approx_kl
+                    # torchrun: the ranks' mean gradients and loss, and of the KL and clipfrac (every rank stops alike
+                    # on --target-kl, and logs what all of them measured)
+                    mean_loss, approx_kl, old_approx_kl, clipfrac = distributed.average_gradients(
+                        world, policy.parameters(), loss.detach(), approx_kl, old_approx_kl, clipfrac
                     )
+                    clipfracs.append(clipfrac)
                     if not torch.isfinite(mean_loss):
                         raise run.non_finite_loss_error(mean_loss, update, global_step)
                     grad_norm = nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
@@ -1019,15 +1021,15 @@ def train(args: Args) -> dict:
             episode_returns, episode_lengths, episode_agents = episodes.log.pop()
             pooled = distributed.pool(world, episode_returns, episode_lengths, episode_agents, infos, [stop.requested])
             episode_returns, episode_lengths, episode_agents, infos, stops = pooled
-            sps = progress.sps(global_step)  # training steps per second, before this update's evaluation
-            if episode_returns:
+            if episode_returns:  # for the progress line
                 episode_means = {"return": float(np.mean(episode_returns)), "length": float(np.mean(episode_lengths))}
-                kind_returns = puffer_envs.kind_means("charts/episodic_return", episode_returns, episode_agents, vecenv)
+                kind_returns = puffer_envs.kind_means("return", episode_returns, episode_agents, vecenv)
             env_stats = puffer_envs.info_scalars(infos)  # the env's own (Tetris's lines, score, ...), if it reports any
 
             if world.rank == 0 and (args.eval_freq and update % args.eval_freq == 0 or update == num_updates):
                 videos = video_paths(checkpoint.run_dir, f"eval-step{global_step}", args.capture_video)
-                eval_seed = args.seed + 10_000 + update
+                # the same episodes at every evaluation and in --eval-checkpoint: the points differ by the policy alone
+                eval_seed = args.seed + 10_000
                 with progress.paused(), run.seeded_rng(eval_seed, device):  # its own episodes and random stream
                     result = evaluate(
                         policy, args, obs_rms, episodes=args.eval_episodes, seed=eval_seed, device=device, videos=videos
@@ -1064,15 +1066,19 @@ def train(args: Args) -> dict:
                     writer.add_scalar("charts/action_std", action_std, global_step)
                 for name, seconds in timers.items():  # where the time goes: env, inference, learn
                     writer.add_scalar(f"perf/{name}_time_frac", seconds / sum(timers.values()), global_step)
-                writer.add_scalar("charts/SPS", sps, global_step)
+                writer.add_scalar("charts/SPS", progress.sps(global_step), global_step)  # wall time, evaluations in
+                writer.add_scalar("perf/train_SPS", progress.train_sps(global_step), global_step)
                 if vecenv.agents_per_env > 1:
                     writer.add_scalar("charts/agent_steps", global_step, global_step)
                     writer.add_scalar("charts/env_steps", global_step / vecenv.agents_per_env, global_step)
-                if episode_returns:
-                    writer.add_scalar("charts/episodic_return", episode_means["return"], global_step)
-                    writer.add_scalar("charts/episodic_length", episode_means["length"], global_step)
-                    for tag, value in kind_returns.items():  # charts/episodic_return/<kind>
-                        writer.add_scalar(tag, value, global_step)
+                # One point per finished episode (per agent; a whole game where the env says one is longer), as
+                # CleanRL's ppo.py writes each, at the step of the update it finished in
+                for ret, length, agent in zip(episode_returns, episode_lengths, episode_agents):
+                    writer.add_scalar("charts/episodic_return", ret, global_step)
+                    writer.add_scalar("charts/episodic_length", length, global_step)
+                    if vecenv.kinds is not None:  # agents of two or more kinds: each kind's own too
+                        kind = vecenv.kinds.names[vecenv.agent_kinds[agent]]
+                        writer.add_scalar(f"charts/episodic_return/{kind}", ret, global_step)
                 for tag, value in env_stats.items():  # tetris/<stat>
                     writer.add_scalar(tag, value, global_step)
                 kinds_line = {tag.split("/")[-1]: value for tag, value in kind_returns.items()}

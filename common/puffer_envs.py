@@ -500,7 +500,9 @@ def info_scalars(infos: list) -> dict:
     the games that ended) under tetris/; {} for envs that report none."""
     if not infos:
         return {}
-    return {f"tetris/{key}": value for key, value in merge_infos(infos).items()}
+    # a game's return and length are charts/episodic_return and charts/episodic_length already
+    stats = merge_infos(infos)
+    return {f"tetris/{key}": value for key, value in stats.items() if key not in ("ep_return", "ep_length")}
 
 
 def eval_stats(infos: list) -> dict:

@@ -1146,3 +1146,30 @@ def test_every_step_the_envs_take_is_stored_once(rows_per_agent):
         assert stored[agent] == list(range(rollouts * rows_per_agent * horizon)), agent
     # the envs played one step more per agent than was stored: the one the next rollout would open with
     assert env.steps.tolist() == [rollouts * rows_per_agent * horizon + 1] * 4
+
+
+def test_each_finished_episode_is_one_point_and_every_evaluation_plays_the_same_episodes(tmp_path, monkeypatch):
+    """charts/episodic_return and charts/episodic_length: one point per finished episode, at the step of the update
+    it finished in, as CleanRL's ppo.py writes them. Every evaluation plays the episodes of seed + 10,000: a policy
+    that does not move (learning rate 1e-30) scores the same at each, sampling its actions too."""
+    monkeypatch.chdir(tmp_path)
+    popped = []
+    pop = ppo_puffer_async.EpisodeLog.pop
+
+    def recording_pop(self):
+        episodes = pop(self)
+        popped.append(episodes)
+        return episodes
+
+    monkeypatch.setattr(ppo_puffer_async.EpisodeLog, "pop", recording_pop)
+    flags = dict(total_timesteps=4 * 256, num_envs=4, eval_freq=1, eval_episodes=3, eval_actions="sampled")
+    result = train(puffer_args("CartPole-v1", learning_rate=1e-30, **flags))
+    tags = scalars(result["run_dir"])
+    expected_returns = [(256 * (u + 1), r) for u, (returns, _, _) in enumerate(popped) for r in returns]
+    expected_lengths = [(256 * (u + 1), n) for u, (_, lengths, _) in enumerate(popped) for n in lengths]
+    assert len(expected_returns) > 4  # several episodes in some update
+    for tag, expected in [("charts/episodic_return", expected_returns), ("charts/episodic_length", expected_lengths)]:
+        assert [step for step, _ in tags[tag]] == [step for step, _ in expected]
+        assert [value for _, value in tags[tag]] == pytest.approx([value for _, value in expected])
+    evaluations = [value for _, value in tags["eval/return_mean"]]
+    assert len(evaluations) == 4 and len(set(evaluations)) == 1, evaluations
