@@ -114,7 +114,7 @@ class Args(run.RunArgs):
     reward_scale: float = 1.0
     """multiply rewards by this for learning (returns are logged unscaled)"""
     reward_clamp: Optional[float] = None
-    """clamp rewards to [-x, x] for learning (PufferLib always clamps to 1; we never do unless asked)"""
+    """clamp rewards to [-x, x] for learning (pufferl.py always clamps to [-1, 1]; here only when given)"""
     hidden_size: int = 128
     """width of the MLP encoder's two hidden layers; Atari: of the CNN's last layer"""
     activation: Literal["tanh", "relu"] = "relu"
@@ -255,8 +255,8 @@ class Policy(nn.Module):
         box = isinstance(action_space, gym.spaces.Box)  # a Gaussian's log-std: std 1 at the start
         self.log_std = nn.Parameter(torch.zeros(outputs)) if box else None
         # --separate-critic: the value loss shapes only the critic's own features (as in CleanRL's
-        # ppo_continuous_action.py and SB3's default MlpPolicy, net_arch pi and vf apart). Drawn last, so a shared
-        # policy's initial weights are what they were before the flag.
+        # ppo_continuous_action.py and SB3's default MlpPolicy, net_arch pi and vf apart). Built last: the encoder,
+        # the LSTM and the heads draw the same initial weights with or without it.
         self.critic_encoder = encoder() if args.separate_critic else None
 
     def initial_state(self, n: int, device: torch.device):
