@@ -78,10 +78,6 @@ class RewardScaler:
         self.gamma = gamma
         self.rms = RunningMeanStd()
 
-    def __call__(self, rewards: np.ndarray, dones: np.ndarray) -> np.ndarray:
-        self.track(slice(None), rewards, dones)
-        return np.clip(rewards / self.std(), -10.0, 10.0)
-
     def track(self, index, rewards: np.ndarray, dones: np.ndarray) -> None:
         """Adds one step's rewards to the running returns of envs `index` (and those returns to the statistics)."""
         self.returns[index] = self.returns[index] * self.gamma + rewards
