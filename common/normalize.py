@@ -68,8 +68,8 @@ def normalize_obs(obs: np.ndarray, obs_rms: Optional[RunningMeanStd], update=Fal
 
 
 class RewardScaler:
-    """Divides rewards by the standard deviation of a running estimate of the discounted return, per env, as
-    SB3 2.9.2's VecNormalize does (no mean is subtracted: that would change what the best policy is), clipped to +-10.
+    """The running estimate of each env's discounted return, whose standard deviation (`std()`) the scripts divide
+    rewards by, as SB3 2.9.2's VecNormalize does (no mean is subtracted: that would change what the best policy is).
     The return estimate restarts at every episode end, terminal or truncated: a truncated episode's value is
     bootstrapped by the learner in the same scaled units, and the next episode starts from scratch."""
 
