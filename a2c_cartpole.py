@@ -98,11 +98,13 @@ class Args(run.RunArgs):
     amp: bool = False
     """mixed precision: bfloat16 autocast on the CPU, float16 with a gradient scaler on CUDA; float32 weights"""
     log_freq: int = 10
-    """write training scalars (means of the episodes finished since the last write) every this many updates"""
+    """write the loss scalars every this many updates, with a point per episode finished since (at its update's step)"""
     eval_freq: int = 50
-    """evaluate (greedy actions, frozen observation statistics) every this many updates and after the last"""
+    """evaluate (--eval-actions, frozen observation statistics) every this many updates and after the last"""
     eval_episodes: int = 10
-    """episodes per evaluation"""
+    """episodes per evaluation, on the envs seeded seed + 10,000 + i: the same episodes at every evaluation"""
+    eval_actions: Literal["greedy", "sampled"] = "greedy"
+    """evaluate with the most likely action (a Gaussian's mean) or by sampling, from a random stream of its own"""
     eval_max_steps: int = 1_000
     """evaluation episodes of an env with no time limit of its own (CliffWalking) are truncated at this many steps"""
     checkpoint_freq: int = 500
@@ -369,11 +371,12 @@ def a2c_loss(logprobs, advantages, new_values, returns):
 def evaluate(
     agent: Agent, args: Args, obs_rms: Optional[RunningMeanStd], *, episodes: int, seed: int, device, videos=()
 ):
-    """Returns and lengths of `episodes` deterministic episodes (argmax, or the Gaussian's mean), the training's
-    observation statistics frozen. They are played side by side in one vector env (env i seeded seed + i, each
-    counted until its first episode ends), so each step is one forward pass for all of them. `videos`: paths
-    (.mp4, .gif) to record env 0's episode to; rendering changes nothing that is played. An env with no time limit
-    of its own is truncated at --eval-max-steps, so that every evaluation ends."""
+    """Returns and lengths of `episodes` episodes, the training's observation statistics frozen, with actions by
+    --eval-actions: greedy (argmax, or the Gaussian's mean) or sampled (from torch's RNG, which the caller seeds).
+    They are played side by side in one vector env (env i seeded seed + i, each counted until its first episode ends),
+    so each step is one forward pass for all of them. `videos`: paths (.mp4, .gif) to record env 0's episode to;
+    rendering changes nothing that is played. An env with no time limit of its own is truncated at --eval-max-steps,
+    so that every evaluation ends."""
     cap = args.eval_max_steps
     envs = make_gym_vector_env(args.env_id, episodes, actions=ACTIONS, render_first=bool(videos), step_cap=cap)
     returns = np.full(episodes, np.nan)
@@ -387,7 +390,8 @@ def evaluate(
                 frames.append(envs.envs[0].render())
             with torch.inference_mode():
                 out, _, state = agent(torch.as_tensor(normalize_obs(obs, obs_rms), device=device), state)
-            actions = to_env(agent.greedy(out).cpu().numpy(), envs.single_action_space)
+            chosen = agent.greedy(out) if args.eval_actions == "greedy" else agent.sample(out)
+            actions = to_env(chosen.cpu().numpy(), envs.single_action_space)
             obs, _, terminated, truncated, infos = envs.step(actions)
             state = forget(state, terminated | truncated)
             if "episode" in infos:
@@ -401,7 +405,8 @@ def evaluate(
 
 
 def evaluate_checkpoint(args: Args) -> dict:
-    """--eval-checkpoint: --eval-episodes deterministic episodes with the run's frozen observation statistics."""
+    """--eval-checkpoint: --eval-episodes episodes (those of the run's evaluations: seed + 10,000, --eval-actions)
+    with the run's frozen observation statistics."""
     ckpt, args, device = run.open_checkpoint("a2c_cartpole", Args, args, required=("obs_rms",))
     probe = make_gym_vector_env(args.env_id, 1, actions=ACTIONS)
     agent = Agent(probe.single_observation_space.shape[0], probe.single_action_space, args).to(device)
@@ -410,11 +415,13 @@ def evaluate_checkpoint(args: Args) -> dict:
     obs_rms = RunningMeanStd.from_state(ckpt["obs_rms"])
     run_dir = os.path.dirname(args.eval_checkpoint)
     videos = video_paths(run_dir, f"checkpoint-step{ckpt['global_step']}", args.capture_video, args.gif)
-    stats = evaluate(
-        agent, args, obs_rms, episodes=args.eval_episodes, seed=args.seed + 10_000, device=device, videos=videos
-    )
+    with run.seeded_rng(args.seed + 10_000, device):  # as the run's evaluations: the same episodes and draws
+        stats = evaluate(
+            agent, args, obs_rms, episodes=args.eval_episodes, seed=args.seed + 10_000, device=device, videos=videos
+        )
     episodes = f"{args.eval_episodes} episode{'s' if args.eval_episodes > 1 else ''}"
-    report(f"{args.eval_checkpoint} ({args.env_id}, step {ckpt['global_step']:,}), {episodes} (greedy actions):", stats)
+    title = f"{args.eval_checkpoint} ({args.env_id}, step {ckpt['global_step']:,}), {episodes}"
+    report(f"{title} ({args.eval_actions} actions):", stats)
     return stats
 
 
@@ -462,10 +469,7 @@ def train(args: Args) -> dict:
         obs_rms.update(raw_obs)
     obs = normalize_obs(raw_obs, obs_rms)  # the next observation of each env
     lstm_state = agent.initial_state(args.num_envs, device)  # --lstm: zeros, on --resume too (fresh episodes)
-    recent_returns = []
-    finished_returns = []
-    finished_lengths = []
-    stops = []
+    episodes = []  # (global_step, return, length) of each episode finished since the last write
     solved_at = None
     eval_history = []
     last_eval = None
@@ -522,24 +526,26 @@ def train(args: Args) -> dict:
                 optimizer.zero_grad(set_to_none=True)
                 scaler.scale(loss).backward()
                 scaler.unscale_(optimizer)  # (no-ops unless float16 on CUDA)
-                # Under torchrun: the gradients averaged over the ranks, and the loss with them, so all stop alike.
-                mean_loss = distributed.average_gradients(world, agent.parameters(), loss.detach())[0]
+                # Under torchrun: the gradients averaged over the ranks, and with them the loss and whether a rank saw
+                # a Ctrl-C, so all stop alike (at a non-finite loss; after this update) with no collective of their own.
+                mean_loss, stopping = distributed.average_gradients(
+                    world, agent.parameters(), loss.detach(), loss.new_tensor(float(stop.requested))
+                )
                 if not torch.isfinite(mean_loss):
                     raise run.non_finite_loss_error(mean_loss, update, global_step)
                 grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 scaler.step(optimizer)
                 scaler.update()
 
-            recent_returns = (recent_returns + ep_returns)[-20:]
-            finished_returns += ep_returns
-            finished_lengths += ep_lengths
-            # Means every --log-freq updates, not a scalar per episode: a TensorBoard write costs more than a whole
-            # CartPole step, so a scalar per episode would slow the run most where episodes are short.
-            if update % args.log_freq == 0 or update == num_updates:
-                finished_returns, finished_lengths, recent, stops = distributed.pool(  # all ranks', and any Ctrl-C
-                    world, finished_returns, finished_lengths, recent_returns, [stop.requested]
-                )
+            episodes += [(global_step, ret, length) for ret, length in zip(ep_returns, ep_lengths)]
+            if update % args.log_freq == 0 or update == num_updates or stopping > 0:
+                episodes = sorted(distributed.pool(world, episodes)[0], key=lambda episode: episode[0])  # all ranks'
                 if writer is not None:
+                    # One point per finished episode, as CleanRL's ppo.py writes each, at the step of the update it
+                    # finished in
+                    for step, ret, length in episodes:
+                        writer.add_scalar("charts/episodic_return", ret, step)
+                        writer.add_scalar("charts/episodic_length", length, step)
                     writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
                     writer.add_scalar("losses/policy_loss", policy_loss.item(), global_step)
                     writer.add_scalar("losses/value_loss", value_loss.item(), global_step)
@@ -547,19 +553,18 @@ def train(args: Args) -> dict:
                     explained_var = logs.explained_variance(batch["values"].flatten(), returns.flatten())
                     writer.add_scalar("losses/explained_variance", explained_var, global_step)
                     writer.add_scalar("losses/grad_norm", grad_norm.item(), global_step)
-                    writer.add_scalar("charts/SPS", progress.sps(global_step), global_step)
+                    writer.add_scalar("charts/SPS", progress.sps(global_step), global_step)  # wall time, evaluations in
+                    writer.add_scalar("perf/train_SPS", progress.train_sps(global_step), global_step)
                     if agent.log_std is not None:
                         writer.add_scalar("charts/action_std", agent.log_std.exp().mean().item(), global_step)
-                    if finished_returns:
-                        writer.add_scalar("charts/episodic_return", np.mean(finished_returns), global_step)
-                        writer.add_scalar("charts/episodic_length", np.mean(finished_lengths), global_step)
-                    ret = float(np.mean(recent)) if recent else None
-                    progress.update(global_step, update=update, ret=ret, eval=last_eval)
-                finished_returns = []
-                finished_lengths = []
+                    ret = float(np.mean([episode[1] for episode in episodes])) if episodes else None  # since the last
+                    length = float(np.mean([episode[2] for episode in episodes])) if episodes else None  # write
+                    progress.update(global_step, update=update, ret=ret, len=length, eval=last_eval)
+                episodes = []
             if world.rank == 0 and (args.eval_freq and update % args.eval_freq == 0 or update == num_updates):
                 videos = video_paths(checkpoint.run_dir, f"eval-step{global_step}", args.capture_video)
-                with progress.paused():  # greedy actions: the evaluation draws nothing from torch's RNG
+                # the same episodes at every evaluation and in --eval-checkpoint: the points differ by the policy alone
+                with progress.paused(), run.seeded_rng(args.seed + 10_000, device):  # its own random stream
                     stats = evaluate(
                         agent,
                         args,
@@ -577,7 +582,7 @@ def train(args: Args) -> dict:
                     print(f"solved: eval return {last_eval:.1f} >= {threshold} at step {solved_at:,}")
             if args.checkpoint_freq and update % args.checkpoint_freq == 0:
                 checkpoint.save(update)  # a periodic save that fails warns; training goes on
-            if any(stops):  # Ctrl-C (on any rank, seen at the last log): this update is whole; save it and stop
+            if stopping > 0:  # Ctrl-C (on any rank): this update is whole; save it and stop
                 interrupted = True
                 break
     except KeyboardInterrupt:  # a second Ctrl-C: stop at once; the half-done update is dropped, nothing saved

@@ -82,7 +82,9 @@ class Args(run.RunArgs):
     """stop the update's epochs early once approx_kl exceeds this (None: never); under torchrun the ranks'
     mean decides, so all stop together"""
     eval_episodes: int = 100
-    """games per evaluation (sampled actions, as in training)"""
+    """games per evaluation, seeded seed + 10,000 + i: the same games at every evaluation"""
+    eval_actions: Literal["greedy", "sampled"] = "sampled"
+    """evaluate by sampling, as in training (from a random stream of its own), or with the most likely action"""
     render: bool = False
     """with --eval-checkpoint: play one game in the terminal instead"""
     render_fps: float = 10.0
@@ -134,6 +136,13 @@ class Agent(nn.Module):
             action = probs.sample()
         return action, probs.log_prob(action), probs.entropy(), self.critic(hidden).squeeze(-1)
 
+    def choose(self, x: torch.Tensor, eval_actions: str) -> torch.Tensor:
+        """An evaluation's actions: drawn from the policy as in training (sampled), or its most likely ones (greedy)."""
+        logits = self.actor(self.backbone(x))
+        if eval_actions == "greedy":
+            return logits.argmax(dim=-1)
+        return Categorical(logits=logits, validate_args=False).sample()
+
 
 def make_storage(num_steps: int, num_envs: int, obs_dim: int, device: torch.device) -> dict:
     """Rollout tensors, allocated once: the shapes are the documentation."""
@@ -145,13 +154,19 @@ def make_storage(num_steps: int, num_envs: int, obs_dim: int, device: torch.devi
     )
 
 
-def collect_rollout(envs, agent: Agent, next_obs: torch.Tensor, storage: dict, gamma: float, timers: dict):
+def collect_rollout(
+    envs, agent: Agent, next_obs: torch.Tensor, storage: dict, gamma: float, timers: dict, *, game_return, game_length
+):
     """Fills `storage` by stepping every game num_steps times with the current policy.
 
     `dones[t]` = 1 when transition t ended its game. On truncation the step's reward already holds
-    `gamma * V(final_obs)`, so GAE can treat every game end as a hard stop. Returns (next_obs, infos).
+    `gamma * V(final_obs)`, so GAE can treat every game end as a hard stop. `game_return` and `game_length` (numpy,
+    one per game, carried from rollout to rollout) are each game's sum of raw rewards and steps so far. Returns
+    (next_obs, infos, the returns of the games that ended, their lengths).
     """
     infos = []
+    ep_returns = []
+    ep_lengths = []
     device = next_obs.device
     for step in range(storage["obs"].shape[0]):
         start = time.perf_counter()
@@ -182,8 +197,17 @@ def collect_rollout(envs, agent: Agent, next_obs: torch.Tensor, storage: dict, g
                 storage["rewards"][step, bootstrap] += gamma * agent.get_value(final_obs)
         storage["dones"][step] = torch.as_tensor(terminated | truncated, device=device)
         infos.extend(step_infos)
+        # The game's own return, of its raw rewards (the bootstrap above is the learner's estimate, not the game's);
+        # the env starts the next game in the step that ends one.
+        game_return += reward
+        game_length += 1
+        ended = np.flatnonzero(terminated | truncated)
+        ep_returns += game_return[ended].tolist()
+        ep_lengths += game_length[ended].tolist()
+        game_return[ended] = 0.0
+        game_length[ended] = 0
         timers["inference"] += time.perf_counter() - start
-    return next_obs, infos
+    return next_obs, infos, ep_returns, ep_lengths
 
 
 def compute_gae(
@@ -226,8 +250,11 @@ def ppo_loss(ratio, advantages, new_values, old_values, returns, *, clip_coef: f
     return pg_loss, v_loss
 
 
-def play(agent: Agent, episodes: int, seed: int, max_ticks: int, device: torch.device, videos=()) -> dict:
-    """Plays `episodes` games, sampling from the policy as in training; arrays of per-game stats.
+def play(
+    agent: Agent, episodes: int, seed: int, max_ticks: int, device: torch.device, videos=(), *, eval_actions="sampled"
+) -> dict:
+    """Plays `episodes` games (game i seeded seed + i), actions by `eval_actions` (sampled: from torch's RNG, which the
+    caller seeds); arrays of per-game stats.
     One single-game Tetris per episode with log_interval=1: its info on the last step holds that game's stats.
     `videos`: paths (.mp4, .gif) to record the first game to, drawn by Tetris.frame; drawing changes no move."""
     games = [Tetris(num_envs=1, seed=seed + i, max_ticks=max_ticks, log_interval=1) for i in range(episodes)]
@@ -239,7 +266,7 @@ def play(agent: Agent, episodes: int, seed: int, max_ticks: int, device: torch.d
             frames.append(games[0].frame())
         obs = torch.as_tensor(np.concatenate([games[i].observations for i in active]), device=device)
         with torch.inference_mode():
-            actions, _, _, _ = agent.get_action_and_value(obs)
+            actions = agent.choose(obs, eval_actions)
         for i, action in zip(list(active), actions.cpu().numpy().astype(np.int32)):
             _, _, terminated, truncated, infos = games[i].step(action[None])
             if terminated[0] or truncated[0]:
@@ -251,7 +278,8 @@ def play(agent: Agent, episodes: int, seed: int, max_ticks: int, device: torch.d
 
 
 def evaluate_checkpoint(args: Args) -> dict:
-    """--eval-checkpoint: `--eval-episodes` games (or, with --render, one game drawn in the terminal)."""
+    """--eval-checkpoint: `--eval-episodes` games, those of the run's evaluations (seed + 10,000, --eval-actions), or
+    with --render one game drawn in the terminal."""
     ckpt, args, device = run.open_checkpoint("ppo_tetris", Args, args, required=("obs_dim", "num_actions"))
     agent = Agent(ckpt["obs_dim"], ckpt["num_actions"]).to(device)
     run.load_weights(agent, ckpt, "--eval-checkpoint", args.eval_checkpoint)
@@ -259,14 +287,24 @@ def evaluate_checkpoint(args: Args) -> dict:
 
         @torch.inference_mode()
         def act(obs):
-            return agent.get_action_and_value(torch.as_tensor(obs, device=device))[0].cpu().numpy()
+            return agent.choose(torch.as_tensor(obs, device=device), args.eval_actions).cpu().numpy()
 
-        return watch(act, args.seed + 10_000, args.max_ticks, args.render_fps)
+        with run.seeded_rng(args.seed + 10_000, device):
+            return watch(act, args.seed + 10_000, args.max_ticks, args.render_fps)
     name = f"checkpoint-step{ckpt['global_step']}"
     videos = video_paths(os.path.dirname(args.eval_checkpoint), name, args.capture_video, args.gif)
-    stats = play(agent, args.eval_episodes, args.seed + 10_000, args.max_ticks, device, videos)
-    games = args.eval_episodes
-    report(f"{args.eval_checkpoint} (step {ckpt['global_step']:,}), {games} game{'s' if games > 1 else ''}:", stats)
+    with run.seeded_rng(args.seed + 10_000, device):  # as the run's evaluations: the same games and draws
+        stats = play(
+            agent,
+            args.eval_episodes,
+            args.seed + 10_000,
+            args.max_ticks,
+            device,
+            videos,
+            eval_actions=args.eval_actions,
+        )
+    games = f"{args.eval_episodes} game{'s' if args.eval_episodes > 1 else ''}"
+    report(f"{args.eval_checkpoint} (step {ckpt['global_step']:,}), {games} ({args.eval_actions} actions):", stats)
     return stats
 
 
@@ -313,6 +351,8 @@ def train(args: Args) -> dict:
     obs, _ = envs.reset(seed=seed + start_update + 1)  # a resumed run plays fresh games
     next_obs = torch.as_tensor(obs, device=device)
     timers = dict(env=0.0, inference=0.0, learn=0.0)
+    game_return = np.zeros(args.num_envs)  # each game's return and length so far (fresh games on --resume too)
+    game_length = np.zeros(args.num_envs, dtype=np.int64)
     game_stats = {}
     last_eval = None
     eval_text = ""
@@ -324,7 +364,9 @@ def train(args: Args) -> dict:
                 frac = 1.0 - (update - 1 - schedule["update"]) / (num_updates - schedule["update"])
                 rates["learning_rate"] = frac * schedule["learning_rate"]
                 optimizer.param_groups[0]["lr"] = rates["learning_rate"]
-            next_obs, infos = collect_rollout(envs, agent, next_obs, storage, args.gamma, timers)
+            next_obs, infos, ep_returns, ep_lengths = collect_rollout(
+                envs, agent, next_obs, storage, args.gamma, timers, game_return=game_return, game_length=game_length
+            )
 
             start = time.perf_counter()
             with torch.inference_mode():
@@ -347,7 +389,7 @@ def train(args: Args) -> dict:
                     with torch.no_grad():
                         old_approx_kl = (-logratio).mean()
                         approx_kl = ((ratio - 1) - logratio).mean()  # Schulman's low-variance estimator of the KL
-                        clipfracs.append(((ratio - 1.0).abs() > args.clip_coef).float().mean())
+                        clipfrac = ((ratio - 1.0).abs() > args.clip_coef).float().mean()
                     mb_advantages = b_advantages[mb]
                     if args.norm_adv:
                         mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
@@ -365,10 +407,12 @@ def train(args: Args) -> dict:
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
                     # Under torchrun: the gradients averaged over the ranks, and the loss and approx_kl with them,
-                    # so every rank stops alike (at a non-finite loss, or at --target-kl's epoch).
-                    mean_loss, approx_kl = distributed.average_gradients(
-                        world, agent.parameters(), loss.detach(), approx_kl
+                    # so every rank stops alike (at a non-finite loss, or at --target-kl's epoch); the logged
+                    # old_approx_kl and clipfrac too, so that all three are the ranks' mean.
+                    mean_loss, approx_kl, old_approx_kl, clipfrac = distributed.average_gradients(
+                        world, agent.parameters(), loss.detach(), approx_kl, old_approx_kl, clipfrac
                     )
+                    clipfracs.append(clipfrac)
                     if not torch.isfinite(mean_loss):
                         raise run.non_finite_loss_error(mean_loss, update, global_step)
                     grad_norm = nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
@@ -378,18 +422,29 @@ def train(args: Args) -> dict:
             timers["learn"] += time.perf_counter() - start
 
             # Every rank's games and env time, and whether any rank saw a Ctrl-C (torchrun).
-            infos, env_times, stops = distributed.pool(world, infos, [timers["env"]], [stop.requested])
+            pooled = distributed.pool(world, ep_returns, ep_lengths, infos, [timers["env"]], [stop.requested])
+            ep_returns, ep_lengths, infos, env_times, stops = pooled
             if infos:
                 game_stats = merge_infos(infos)
             if world.rank == 0 and (args.eval_freq and update % args.eval_freq == 0 or update == num_updates):
                 videos = video_paths(checkpoint.run_dir, f"eval-step{global_step}", args.capture_video)
-                eval_seed = args.seed + 10_000 + update
+                # the same games at every evaluation and in --eval-checkpoint: the points differ by the policy alone
+                eval_seed = args.seed + 10_000
                 with progress.paused(), run.seeded_rng(eval_seed, device):  # its own games and random stream
-                    stats = play(agent, args.eval_episodes, eval_seed, args.max_ticks, device, videos)
+                    stats = play(
+                        agent,
+                        args.eval_episodes,
+                        eval_seed,
+                        args.max_ticks,
+                        device,
+                        videos,
+                        eval_actions=args.eval_actions,
+                    )
                 last_eval, eval_text = log_eval(writer, stats, global_step)
             if writer is not None:
                 writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
-                writer.add_scalar("charts/SPS", progress.sps(global_step), global_step)
+                writer.add_scalar("charts/SPS", progress.sps(global_step), global_step)  # wall time, evaluations in
+                writer.add_scalar("perf/train_SPS", progress.train_sps(global_step), global_step)
                 writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
                 writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
                 writer.add_scalar("losses/entropy", entropy_loss.item(), global_step)
@@ -406,13 +461,13 @@ def train(args: Args) -> dict:
                 writer.add_scalar("perf/env_time_frac", timers["env"] / sum(timers.values()), global_step)
                 writer.add_scalar("perf/inference_time_frac", timers["inference"] / sum(timers.values()), global_step)
                 writer.add_scalar("perf/learn_time_frac", timers["learn"] / sum(timers.values()), global_step)
-                if infos:
-                    writer.add_scalar("charts/episodic_return", game_stats["ep_return"], global_step)
-                    writer.add_scalar("charts/episodic_length", game_stats["ep_length"], global_step)
+                # One point per finished game, as CleanRL's ppo.py writes each episode, at this update's step
+                for ret, length in zip(ep_returns, ep_lengths):
+                    writer.add_scalar("charts/episodic_return", ret, global_step)
+                    writer.add_scalar("charts/episodic_length", length, global_step)
+                if infos:  # the games' own statistics, means over the games each env object reported
                     writer.add_scalar("tetris/score", game_stats["score"], global_step)
                     writer.add_scalar("tetris/perf", game_stats["perf"], global_step)
-                    writer.add_scalar("tetris/ep_length", game_stats["ep_length"], global_step)
-                    writer.add_scalar("tetris/ep_return", game_stats["ep_return"], global_step)
                     writer.add_scalar("tetris/lines_deleted", game_stats["lines_deleted"], global_step)
                     writer.add_scalar("tetris/avg_combo", game_stats["avg_combo"], global_step)
                     writer.add_scalar("tetris/atn_frac_soft_drop", game_stats["atn_frac_soft_drop"], global_step)
@@ -421,8 +476,8 @@ def train(args: Args) -> dict:
                 progress.update(
                     global_step,
                     update=update,
-                    ret=game_stats.get("ep_return"),
-                    len=game_stats.get("ep_length"),
+                    ret=float(np.mean(ep_returns)) if ep_returns else None,  # this update's games
+                    len=float(np.mean(ep_lengths)) if ep_lengths else None,
                     lines=game_stats.get("lines_deleted"),
                     eval=last_eval,
                 )

@@ -253,6 +253,7 @@ def test_smoke_logs_scalars_and_checkpoint_roundtrip(tmp_path, monkeypatch):
         "charts/episodic_return",
         "charts/episodic_length",
         "charts/SPS",
+        "perf/train_SPS",
         "charts/learning_rate",
         "losses/policy_loss",
         "losses/value_loss",
@@ -263,6 +264,8 @@ def test_smoke_logs_scalars_and_checkpoint_roundtrip(tmp_path, monkeypatch):
         "eval/return_std",
     }
     assert expected <= set(events.Tags()["scalars"])
+    # A2C has no old policy to compare with: no KL, no clipped fraction (the PPO scripts' losses/approx_kl, ...)
+    assert not [tag for tag in events.Tags()["scalars"] if "kl" in tag or "clipfrac" in tag]
     assert "hyperparameters/text_summary" in events.Tags()["tensors"]
     checkpoint = os.path.join(result["run_dir"], "a2c_cartpole.pt")
     out = subprocess.run(
@@ -325,6 +328,111 @@ def test_ctrl_c_saves_and_exits_130(tmp_path):
     # and the saved model evaluates
     out = run_script("--eval-checkpoint", path, "--eval-episodes", "1", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
+
+
+def scalar_points(run_dir, tag):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(run_dir, size_guidance={"scalars": 0}).Reload()
+    return [(e.step, e.value) for e in events.Scalars(tag)]
+
+
+def interrupt_at_update(monkeypatch, update):
+    """Makes the rollout of `update` press Ctrl-C (a real SIGINT), as a user would."""
+    real_rollout = a2c.collect_rollout
+    calls = []
+
+    def rollout(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == update:
+            signal.raise_signal(signal.SIGINT)
+        return real_rollout(*args, **kwargs)
+
+    monkeypatch.setattr(a2c, "collect_rollout", rollout)
+
+
+def test_ctrl_c_stops_after_the_update_it_came_in_not_at_the_next_log(tmp_path, monkeypatch):
+    """Ctrl-C during update 3 of 40 (--log-freq 10): the run stops after update 3, as it says, saves it, and writes
+    that update's scalars and the episodes finished since the last write."""
+    monkeypatch.chdir(tmp_path)
+    interrupt_at_update(monkeypatch, 3)
+    result = a2c.train(a2c.Args(total_timesteps=40 * 80, eval_freq=0, checkpoint_freq=0))
+    assert result["interrupted"] and result["update"] == 3 and result["global_step"] == 240
+    assert torch.load(result["checkpoint"], weights_only=True)["update"] == 3
+    assert [step for step, _ in scalar_points(result["run_dir"], "losses/policy_loss")] == [240]
+    assert {step for step, _ in scalar_points(result["run_dir"], "charts/episodic_return")} <= {80, 160, 240}
+
+
+def record_training_steps(monkeypatch):
+    """Keeps what the training envs (the first vector env the run makes) return at each step: (rewards, dones)."""
+    make = a2c.make_gym_vector_env
+    steps = []
+
+    def recording(*args, **kwargs):
+        envs = make(*args, **kwargs)
+        if not steps:
+            step = envs.step
+
+            def recording_step(actions):
+                out = step(actions)
+                steps.append((np.array(out[1]), out[2] | out[3]))
+                return out
+
+            envs.step = recording_step
+            steps.append(None)  # the first env is the training's
+        return envs
+
+    monkeypatch.setattr(a2c, "make_gym_vector_env", recording)
+    return steps
+
+
+def test_one_point_per_finished_episode_at_the_step_of_its_update(tmp_path, monkeypatch):
+    """As CleanRL's ppo.py: charts/episodic_return and charts/episodic_length hold one point per finished episode,
+    its return (the env's raw rewards, summed by the test from what the env returned) at the global step of the update
+    it finished in, though they are written only every --log-freq updates (3 here, and after the last, 7th)."""
+    monkeypatch.chdir(tmp_path)
+    steps = record_training_steps(monkeypatch)
+    result = a2c.train(a2c.Args(total_timesteps=7 * 80, log_freq=3, eval_freq=0, checkpoint_freq=0))
+    running = np.zeros(16)
+    length = np.zeros(16, dtype=np.int64)
+    expected = []
+    for t, (rewards, dones) in enumerate(steps[1:]):
+        running += rewards
+        length += 1
+        update = t // 5 + 1  # 5 steps per env and update
+        expected += [(update * 80, float(np.float32(running[i])), int(length[i])) for i in np.flatnonzero(dones)]
+        running[dones] = 0
+        length[dones] = 0
+    assert len(steps) - 1 == 7 * 5 and len({step for step, _, _ in expected}) >= 4, expected
+    returns = scalar_points(result["run_dir"], "charts/episodic_return")
+    lengths = scalar_points(result["run_dir"], "charts/episodic_length")
+    assert returns == [(step, ret) for step, ret, _ in expected]
+    assert lengths == [(step, length) for step, _, length in expected]
+    # the loss scalars stay every --log-freq updates
+    assert [step for step, _ in scalar_points(result["run_dir"], "losses/policy_loss")] == [240, 480, 560]
+
+
+def test_every_evaluation_plays_the_same_episodes_with_its_own_random_stream(tmp_path, monkeypatch):
+    """--eval-actions sampled, a policy that does not change (no optimizer step, no observation statistics): the
+    evaluations at updates 1, 2, 3 play the same episodes (seed + 10,000) with the same draws, --eval-checkpoint plays
+    them again, and a run that evaluates every update trains exactly as one that does not."""
+    monkeypatch.chdir(tmp_path)
+    flags = dict(total_timesteps=3 * 80, norm_obs=False, eval_actions="sampled", eval_episodes=4, checkpoint_freq=0)
+    with monkeypatch.context() as m:
+        m.setattr(torch.optim.RMSprop, "step", lambda self, closure=None: None)
+        result = a2c.train(a2c.Args(eval_freq=1, exp_name="frozen", **flags))
+    evals = scalar_points(result["run_dir"], "eval/return_mean")
+    assert [step for step, _ in evals] == [80, 160, 240] and len({mean for _, mean in evals}) == 1, evals
+    stats = a2c.evaluate_checkpoint(
+        a2c.Args(eval_checkpoint=result["checkpoint"], eval_episodes=4, eval_actions="sampled")
+    )
+    assert np.float32(stats["return"].mean()) == evals[-1][1]
+    assert stats["length"].std() > 0  # sampled, not one action repeated
+    every = a2c.train(a2c.Args(eval_freq=1, exp_name="every", **flags))
+    end = a2c.train(a2c.Args(eval_freq=0, exp_name="end", **flags))
+    assert every["run_dir"] != end["run_dir"]
+    for tag in ("losses/policy_loss", "losses/value_loss"):
+        assert scalar_points(every["run_dir"], tag) == scalar_points(end["run_dir"], tag)
 
 
 def test_one_episode_evaluation_prints_no_spread(tmp_path, monkeypatch, capsys):

@@ -175,6 +175,25 @@ def test_ctrl_c_stops_every_rank_after_the_same_update_and_resume_restores_both(
     assert "error: --resume: that run had 2 rank(s) and this one has 1" in out.stderr
 
 
+@pytest.mark.parametrize("script", ["ppo_tetris", "a2c_cartpole"])
+def test_a_ctrl_c_on_one_rank_stops_both_after_the_same_update(tmp_path, script):
+    """SIGINT to rank 1 alone (a signal sent to one process, not the terminal's to all): rank 1's request reaches rank 0
+    in the update's own collectives, both save the same update and end; none waits alone in a collective."""
+    proc = start_job(tmp_path, script, *FLAGS[script][:-1], "100000000", "--checkpoint-freq", "0")
+    try:
+        ranks = rank_processes(proc)
+        ranks[1].send_signal(signal.SIGINT)
+        proc.wait(timeout=40)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    log = (tmp_path / "job.log").read_text()
+    assert "interrupted at step" in log, log[-3000:]
+    saved = torch.load(next((tmp_path / "runs").glob(f"*/{script}.pt")), weights_only=False)
+    assert f"interrupted at step {saved['global_step']:,}:" in log
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in ranks.values())
+
+
 def test_the_multi_node_line_works_with_two_nodes_on_one_machine(tmp_path):
     # The multi-node command of docs/distributed.md (c10d rendezvous, one agent per node), both "nodes" here.
     with socket.socket() as s:

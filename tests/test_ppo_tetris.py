@@ -15,7 +15,8 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import ppo_tetris
-from common.tetris import make_tetris_vecenv, watch
+from common import distributed
+from common.tetris import Tetris, make_tetris_vecenv, watch
 from conftest import ROOT
 from ppo_tetris import Agent, Args, collect_rollout, compute_gae, make_storage, play, ppo_loss, train
 
@@ -107,7 +108,11 @@ def test_rollout_bootstraps_truncation_from_the_final_observation(backend, num_w
         obs, _ = envs.reset(seed=0)
         storage = make_storage(4, 4, 234, torch.device("cpu"))
         timers = dict(env=0.0, inference=0.0)
-        collect_rollout(envs, agent, torch.as_tensor(obs), storage, 0.99, timers)
+        game_return = np.zeros(4)
+        game_length = np.zeros(4, dtype=np.int64)
+        _, _, ep_returns, ep_lengths = collect_rollout(
+            envs, agent, torch.as_tensor(obs), storage, 0.99, timers, game_return=game_return, game_length=game_length
+        )
     finally:
         envs.close()
         for worker in getattr(envs, "processes", ()):
@@ -116,6 +121,9 @@ def test_rollout_bootstraps_truncation_from_the_final_observation(backend, num_w
     torch.testing.assert_close(storage["rewards"][:, 0], torch.tensor([0.0, 0.0, 9.9, 0.0]))
     torch.testing.assert_close(storage["dones"], torch.tensor([[0.0], [0.0], [1.0], [0.0]]).expand(4, 4))
     torch.testing.assert_close(storage["values"][:, 0], torch.tensor([0.0, 10 / 3, 20 / 3, 0.0]))
+    # the games' own returns: their rewards (0), not the bootstrap; the next games are one step in
+    assert ep_returns == [0.0] * 4 and ep_lengths == [3] * 4
+    assert game_length.tolist() == [1] * 4 and game_return.tolist() == [0.0] * 4
 
 
 # ----- loss -----
@@ -148,12 +156,23 @@ def test_ppo_loss_without_policy_change_is_unclipped():
     assert pg_loss.item() == pytest.approx(-0.5) and v_loss.item() == 0.0
 
 
-def test_logged_clipfrac_is_the_mean_over_the_updates_minibatches_and_the_kls_the_last_ones(tmp_path, monkeypatch):
+@pytest.mark.parametrize("ranks_mean", [1.0, 2.0])
+def test_logged_clipfrac_is_the_mean_over_the_updates_minibatches_and_the_kls_the_last_ones(
+    tmp_path, monkeypatch, ranks_mean
+):
     """CleanRL (cleanrl/ppo.py at commit fe8d8a03) logs np.mean(clipfracs) over every minibatch of the update, not the
     last one's, and the last minibatch's old_approx_kl, E[-log r], and approx_kl, E[(r - 1) - log r] (Schulman's
     "Approximating KL"). Each minibatch's ratio r is caught on its way into ppo_loss (one update: TINY's 2 epochs of
-    2 minibatches); a high learning rate makes the minibatches' clipfracs differ."""
+    2 minibatches); a high learning rate makes the minibatches' clipfracs differ. Under torchrun all three are the
+    ranks' mean: what distributed.average_gradients returns, here (ranks_mean 2) a stand-in that doubles them."""
     monkeypatch.chdir(tmp_path)
+    if ranks_mean != 1.0:
+        average = distributed.average_gradients
+
+        def doubling(world, params, loss, *scalars):
+            return [loss] + [ranks_mean * scalar for scalar in average(world, params, *scalars)]
+
+        monkeypatch.setattr(distributed, "average_gradients", doubling)
     real_loss = ppo_tetris.ppo_loss
     ratios = []
 
@@ -166,10 +185,11 @@ def test_logged_clipfrac_is_the_mean_over_the_updates_minibatches_and_the_kls_th
     assert len(ratios) == 4
     clipfracs = [((r - 1).abs() > 0.2).double().mean().item() for r in ratios]
     assert clipfracs[0] == 0.0 and clipfracs[-1] > 0.0, clipfracs  # the mean is not the last one's
-    assert scalar_values(result["run_dir"], "losses/clipfrac") == [(64, pytest.approx(sum(clipfracs) / 4))]
+    clipfrac = ranks_mean * sum(clipfracs) / 4
+    assert scalar_values(result["run_dir"], "losses/clipfrac") == [(64, pytest.approx(clipfrac))]
     last = ratios[-1]
-    old_approx_kl = (-last.log()).mean().item()
-    approx_kl = ((last - 1) - last.log()).mean().item()
+    old_approx_kl = ranks_mean * (-last.log()).mean().item()
+    approx_kl = ranks_mean * ((last - 1) - last.log()).mean().item()
     assert scalar_values(result["run_dir"], "losses/old_approx_kl") == [(64, pytest.approx(old_approx_kl, rel=1e-3))]
     assert scalar_values(result["run_dir"], "losses/approx_kl") == [(64, pytest.approx(approx_kl, rel=1e-3))]
 
@@ -187,6 +207,7 @@ def test_smoke_run_writes_events_and_checkpoint(tmp_path, monkeypatch, backend, 
         "charts/episodic_return",
         "charts/episodic_length",
         "charts/SPS",
+        "perf/train_SPS",
         "charts/learning_rate",
         "losses/policy_loss",
         "losses/value_loss",
@@ -201,11 +222,59 @@ def test_smoke_run_writes_events_and_checkpoint(tmp_path, monkeypatch, backend, 
         "perf/env_time_frac",
     ):
         assert tag in tags, tag
-    assert tags["charts/SPS"] == [64, 128, 192]
+    assert tags["charts/SPS"] == tags["perf/train_SPS"] == [64, 128, 192]
+    assert "tetris/ep_return" not in tags and "tetris/ep_length" not in tags  # the games of charts/episodic_*
     ckpt = torch.load(result["checkpoint"], weights_only=True)
     assert ckpt["global_step"] == 192 and ckpt["update"] == 3 and ckpt["args"]["backend"] == backend
     assert os.path.basename(result["run_dir"]).startswith("PufferTetris__ppo_tetris__1__")
     assert not psutil.Process().children()  # Multiprocessing workers were closed and reaped
+
+
+def test_one_point_per_finished_game_at_the_step_of_its_update(tmp_path, monkeypatch):
+    """As CleanRL's ppo.py: charts/episodic_return and charts/episodic_length hold one point per finished game, its
+    return and length as the Tetris env itself recorded them (its raw rewards: a truncated game's bootstrap is the
+    learner's, not the game's), at the global step of the update it finished in. --max-ticks 7 with 8-step rollouts:
+    games end in every update."""
+    monkeypatch.chdir(tmp_path)
+    real_record = Tetris._record_episodes
+    real_rollout = ppo_tetris.collect_rollout
+    updates = []
+    games = []
+
+    def record(self, envs):
+        if self.num_agents == 8:  # the training games (an evaluation plays games of 1)
+            games.extend(
+                (len(updates) * 64, float(np.float32(r)), int(t)) for r, t in zip(self.ep_return[envs], self.tick[envs])
+            )
+        return real_record(self, envs)
+
+    def rollout(*args, **kwargs):
+        updates.append(1)
+        return real_rollout(*args, **kwargs)
+
+    monkeypatch.setattr(Tetris, "_record_episodes", record)
+    monkeypatch.setattr(ppo_tetris, "collect_rollout", rollout)
+    result = train(Args(total_timesteps=3 * 64, **{**TINY, "max_ticks": 7}))
+    assert len(games) == 3 * 8 and {step for step, _, _ in games} == {64, 128, 192}
+    assert len({ret for _, ret, _ in games}) > 3  # games that differ
+    assert scalar_values(result["run_dir"], "charts/episodic_return") == [(step, ret) for step, ret, _ in games]
+    assert scalar_values(result["run_dir"], "charts/episodic_length") == [(step, t) for step, _, t in games]
+
+
+def test_every_evaluation_plays_the_same_games_and_eval_checkpoint_replays_them(tmp_path, monkeypatch):
+    """A policy that does not change (no optimizer step): the evaluations at updates 1, 2, 3 play the same games
+    (seed + 10,000) with the same sampled actions, and --eval-checkpoint plays them again; greedy actions draw
+    nothing from torch's RNG."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(torch.optim.Adam, "step", lambda self, closure=None: None)
+    result = train(Args(total_timesteps=3 * 64, eval_freq=1, eval_episodes=3, **TINY))
+    evals = scalar_values(result["run_dir"], "eval/return_mean")
+    assert [step for step, _ in evals] == [64, 128, 192] and len({mean for _, mean in evals}) == 1, evals
+    stats = ppo_tetris.evaluate_checkpoint(Args(eval_checkpoint=result["checkpoint"], eval_episodes=3))
+    assert np.float32(stats["return"].mean()) == evals[-1][1]
+    rng = torch.get_rng_state()
+    greedy = play(result["policy"], 2, seed=0, max_ticks=20, device=torch.device("cpu"), eval_actions="greedy")
+    assert torch.equal(torch.get_rng_state(), rng) and (greedy["length"] >= 1).all()
 
 
 def test_resume_continues_step_and_run_dir(tmp_path, monkeypatch):
@@ -333,9 +402,9 @@ def test_one_game_evaluation_prints_no_spread(tmp_path, monkeypatch, capsys):
     capsys.readouterr()
     ppo_tetris.main(["--eval-checkpoint", result["checkpoint"], "--eval-episodes", "1"])
     out = capsys.readouterr().out
-    assert "1 game:" in out and "+/-" not in out and "return" in out
-    ppo_tetris.main(["--eval-checkpoint", result["checkpoint"], "--eval-episodes", "2"])
-    assert "2 games:" in (out := capsys.readouterr().out) and out.count("+/-") == 4
+    assert "1 game (sampled actions):" in out and "+/-" not in out and "return" in out
+    ppo_tetris.main(["--eval-checkpoint", result["checkpoint"], "--eval-episodes", "2", "--eval-actions", "greedy"])
+    assert "2 games (greedy actions):" in (out := capsys.readouterr().out) and out.count("+/-") == 4
 
 
 @pytest.mark.fixed_seed
