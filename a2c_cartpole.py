@@ -97,6 +97,10 @@ class Args(run.RunArgs):
     """Box actions: the Gaussian's initial log standard deviation (a parameter, not a function of the state)"""
     amp: bool = False
     """mixed precision: bfloat16 autocast on the CPU, float16 with a gradient scaler on CUDA; float32 weights"""
+    episode_points: Literal["each", "mean"] = "each"
+    """charts/episodic_return and charts/episodic_length: a point per finished episode, as CleanRL's (each), or the
+    mean of the episodes finished in each log interval (mean: where a point each would cost more than 3% of the run's
+    speed, as Tetris's many games do: docs/design.md)"""
     log_freq: int = 10
     """write the loss scalars every this many updates, with a point per episode finished since (at its update's step)"""
     eval_freq: int = 50
@@ -541,11 +545,13 @@ def train(args: Args) -> dict:
             if update % args.log_freq == 0 or update == num_updates or stopping > 0:
                 episodes = sorted(distributed.pool(world, episodes)[0], key=lambda episode: episode[0])  # all ranks'
                 if writer is not None:
-                    # One point per finished episode, as CleanRL's ppo.py writes each, at the step of the update it
-                    # finished in
-                    for step, ret, length in episodes:
-                        writer.add_scalar("charts/episodic_return", ret, step)
-                        writer.add_scalar("charts/episodic_length", length, step)
+                    if args.episode_points == "each":  # as CleanRL's ppo.py, at the step of the update it finished in
+                        for step, ret, length in episodes:
+                            writer.add_scalar("charts/episodic_return", ret, step)
+                            writer.add_scalar("charts/episodic_length", length, step)
+                    elif episodes:  # the mean of the episodes finished since the last log
+                        writer.add_scalar("charts/episodic_return", np.mean([e[1] for e in episodes]), global_step)
+                        writer.add_scalar("charts/episodic_length", np.mean([e[2] for e in episodes]), global_step)
                     writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
                     writer.add_scalar("losses/policy_loss", policy_loss.item(), global_step)
                     writer.add_scalar("losses/value_loss", value_loss.item(), global_step)

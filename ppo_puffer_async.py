@@ -131,6 +131,10 @@ class Args(run.RunArgs):
     """with --lstm: detach the state every L steps of a row (truncated BPTT; None: --horizon, no detach)"""
     max_ticks: int = 10_000
     """Tetris: a game is truncated (and bootstrapped) after this many steps"""
+    episode_points: Literal["each", "mean"] = "mean"
+    """charts/episodic_return and charts/episodic_length: a point per finished episode, as CleanRL's (each), or the
+    mean of the episodes finished in each log interval (mean: where a point each would cost more than 3% of the run's
+    speed, as Tetris's many games do: docs/design.md)"""
     eval_actions: Literal["greedy", "sampled"] = "sampled"
     """evaluate with the most likely action (a Gaussian's mean) or by sampling"""
     eval_opponents: Literal["trained", "random"] = "trained"
@@ -1071,14 +1075,19 @@ def train(args: Args) -> dict:
                 if vecenv.agents_per_env > 1:
                     writer.add_scalar("charts/agent_steps", global_step, global_step)
                     writer.add_scalar("charts/env_steps", global_step / vecenv.agents_per_env, global_step)
-                # One point per finished episode (per agent; a whole game where the env says one is longer), as
-                # CleanRL's ppo.py writes each, at the step of the update it finished in
-                for ret, length, agent in zip(episode_returns, episode_lengths, episode_agents):
-                    writer.add_scalar("charts/episodic_return", ret, global_step)
-                    writer.add_scalar("charts/episodic_length", length, global_step)
-                    if vecenv.kinds is not None:  # agents of two or more kinds: each kind's own too
-                        kind = vecenv.kinds.names[vecenv.agent_kinds[agent]]
-                        writer.add_scalar(f"charts/episodic_return/{kind}", ret, global_step)
+                # Per agent; a whole game where the env says one is longer than the learner's episode
+                if args.episode_points == "each":  # a point per finished episode, as CleanRL's ppo.py, at this step
+                    for ret, length, agent in zip(episode_returns, episode_lengths, episode_agents):
+                        writer.add_scalar("charts/episodic_return", ret, global_step)
+                        writer.add_scalar("charts/episodic_length", length, global_step)
+                        if vecenv.kinds is not None:  # agents of two or more kinds: each kind's own too
+                            kind = vecenv.kinds.names[vecenv.agent_kinds[agent]]
+                            writer.add_scalar(f"charts/episodic_return/{kind}", ret, global_step)
+                elif episode_returns:  # the mean of this update's episodes (Tetris: ~1,000 games end a second early on)
+                    writer.add_scalar("charts/episodic_return", episode_means["return"], global_step)
+                    writer.add_scalar("charts/episodic_length", episode_means["length"], global_step)
+                    for kind, value in kind_returns.items():  # return/<kind>
+                        writer.add_scalar(f"charts/episodic_{kind}", value, global_step)
                 for tag, value in env_stats.items():  # tetris/<stat>
                     writer.add_scalar(tag, value, global_step)
                 kinds_line = {tag.split("/")[-1]: value for tag, value in kind_returns.items()}

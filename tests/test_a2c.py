@@ -759,3 +759,20 @@ def test_amp_losses_match_float32_on_a_fixed_batch(space):
         half = loss()
     assert half.dtype == torch.float32 and all(p.dtype == torch.float32 for p in agent.parameters())
     assert abs(half.item() - full.item()) <= 0.001 * abs(full.item()), (half.item(), full.item())
+
+
+def test_every_preset_names_every_learning_and_evaluation_flag():
+    """common/presets.py's A2C_CARTPOLE: each preset complete (no layer to merge in one's head); Args is CartPole's."""
+    import dataclasses
+
+    from common import presets
+
+    not_preset = set(
+        "exp_name seed device resume eval_checkpoint dist_backend capture_video gif track wandb_project_name "
+        "wandb_entity env_id".split()
+    )
+    preset_flags = {field.name for field in dataclasses.fields(Args)} - not_preset
+    for name, preset in presets.A2C_CARTPOLE.items():
+        assert set(preset) == preset_flags, name
+    assert Args(**presets.a2c_cartpole("CartPole-v1")) == Args()
+    assert Args(**presets.a2c_cartpole("Pendulum-v1")).gamma == 0.95

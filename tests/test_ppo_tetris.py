@@ -254,11 +254,19 @@ def test_one_point_per_finished_game_at_the_step_of_its_update(tmp_path, monkeyp
 
     monkeypatch.setattr(Tetris, "_record_episodes", record)
     monkeypatch.setattr(ppo_tetris, "collect_rollout", rollout)
-    result = train(Args(total_timesteps=3 * 64, **{**TINY, "max_ticks": 7}))
+    result = train(Args(total_timesteps=3 * 64, episode_points="each", **{**TINY, "max_ticks": 7}))
     assert len(games) == 3 * 8 and {step for step, _, _ in games} == {64, 128, 192}
     assert len({ret for _, ret, _ in games}) > 3  # games that differ
     assert scalar_values(result["run_dir"], "charts/episodic_return") == [(step, ret) for step, ret, _ in games]
     assert scalar_values(result["run_dir"], "charts/episodic_length") == [(step, t) for step, _, t in games]
+    # the default, --episode-points mean: one point per update, the mean of its games
+    games.clear()
+    updates.clear()
+    result = train(Args(total_timesteps=3 * 64, exp_name="mean", **{**TINY, "max_ticks": 7}))
+    points = scalar_values(result["run_dir"], "charts/episodic_return")
+    assert [step for step, _ in points] == [64, 128, 192]
+    means = [np.mean([r for s, r, _ in games if s == step]) for step in (64, 128, 192)]
+    assert [value for _, value in points] == pytest.approx(means)
 
 
 def test_every_evaluation_plays_the_same_games_and_eval_checkpoint_replays_them(tmp_path, monkeypatch):
