@@ -155,7 +155,7 @@ def ours_run(env_id, seed, total, settings, folder, core):
 
     events = EventAccumulator(glob.glob(str(folder / "runs" / "*"))[0], size_guidance={"scalars": 0}).Reload()
     curve = [(e.step, e.value) for e in events.Scalars("eval/return_mean")]
-    return {"final": curve[-1][1], "curve": curve, "sps": events.Scalars("charts/SPS")[-1].value}
+    return {"final": curve[-1][1], "curve": curve, "sps": events.Scalars("perf/train_SPS")[-1].value}
 
 
 def sb3_process(env_id, seed, total, result_file, core) -> dict:

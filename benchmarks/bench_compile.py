@@ -58,17 +58,19 @@ def ppo_case(rows: int = 64):
     def loss_fn(obs, actions, mb):
         out, new_values = policy.unroll(obs)
         new_logprobs, entropy = policy.logprob_and_entropy(out, actions)  # a Box: no action mask
-        return ppo_puffer_async.ppo_loss(
-            new_logprobs,
+        ratio = (new_logprobs - mb["logprobs"]).exp()
+        pg_loss, v_loss = ppo_puffer_async.ppo_loss(
+            ratio,
+            mb["advantages"],
             new_values,
-            entropy,
-            mb,
+            mb["values"],
+            mb["returns"],
+            mb["masks"],
             weights=None,
             clip_coef=0.2,
             vf_clip_coef=0.2,
-            vf_coef=0.5,
-            ent_coef=0.0,
-        )[0]
+        )
+        return pg_loss + 0.5 * v_loss - 0.0 * ppo_puffer_async.masked_mean(entropy, mb["masks"])
 
     return "PPO minibatch step (64 rows, Adam)", policy, optimizer, loss_fn, (obs, actions, mb)
 

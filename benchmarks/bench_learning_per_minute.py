@@ -28,7 +28,7 @@ import numpy as np
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TAGS = ("charts/episodic_return", "tetris/lines_deleted", "charts/SPS")
+TAGS = ("charts/episodic_return", "tetris/lines_deleted", "perf/train_SPS")
 
 
 def start(command, cores, workdir):
@@ -47,7 +47,7 @@ def read(workdir, marks):
     first = min(e.wall_time for tag in tags for e in events.Scalars(tag))
     # Training starts when the first update is logged; count from the process start, estimated as the first
     # event minus that update's own duration (step / SPS).
-    sps = events.Scalars("charts/SPS")
+    sps = events.Scalars("perf/train_SPS")
     t0 = first - sps[0].step / max(sps[0].value, 1e-9)
     result = {}
     for tag in TAGS:

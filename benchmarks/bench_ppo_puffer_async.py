@@ -66,7 +66,8 @@ def rollout_sps(env_id, backend, async_factor, num_workers, seconds):
         stats = ppo_puffer_async.EpisodeStats(vecenv.num_agents)
         timers = dict(env=0.0, inference=0.0)
         vecenv.async_reset(1)
-        flags = dict(gamma=0.99, reward_scale=1.0, reward_clamp=None, device=torch.device("cpu"), timers=timers)
+        flags = dict(obs_rms=None, reward_scaler=None, gamma=0.99, reward_scale=1.0, reward_clamp=None)
+        flags.update(device=torch.device("cpu"), timers=timers)
         ppo_puffer_async.rollout(vecenv, policy, experience, stats, **flags)  # warm-up
         steps, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
