@@ -6,6 +6,7 @@ in TensorBoard's HParams table, so the runs of all three scripts compare in one 
 import contextlib
 import dataclasses
 import os
+import shlex
 import sys
 import time
 
@@ -38,8 +39,21 @@ def format_duration(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
-def announce(run_name: str, describe: str, world, *, updates: range, update_size: int, total: int) -> None:
-    """Rank 0 says what runs, where it logs, and the total rounded down to whole updates if it was."""
+def command_line(flags: dict) -> str:
+    """The flags as a command line gives them (--name value, --flag / --no-flag; None left out)."""
+    parts = []
+    for name, value in flags.items():
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            parts.append(flag if value else "--no-" + flag[2:])
+        elif value is not None:
+            parts.append(f"{flag} {shlex.quote(str(value))}")
+    return " ".join(parts)
+
+
+def announce(run_name: str, describe: str, world, *, updates: range, update_size: int, total: int, flags: dict):
+    """Rank 0 says what runs, with every flag's value (the env's preset and the command line's changes), where it
+    logs, and the total rounded down to whole updates if it was."""
     if world.rank != 0:
         return
     last = updates.stop - 1
@@ -49,6 +63,7 @@ def announce(run_name: str, describe: str, world, *, updates: range, update_size
         "tensorboard --logdir runs",
         flush=True,
     )
+    print(f"flags: {command_line(flags)}", flush=True)
     if last * update_size != total:
         print(
             f"training to step {last * update_size:,}: {last:,} updates of {update_size:,} agent steps "

@@ -273,7 +273,8 @@ def open_run(
         **state,
     )
     updates = range(done + 1, args.total_timesteps // update_size + 1)
-    announce(run_name, about, world, updates=updates, update_size=update_size, total=args.total_timesteps)
+    flags = dataclasses.asdict(args)
+    announce(run_name, about, world, updates=updates, update_size=update_size, total=args.total_timesteps, flags=flags)
     return writer, checkpoint
 
 

@@ -771,8 +771,8 @@ def test_every_preset_names_every_learning_and_evaluation_flag():
         "exp_name seed device resume eval_checkpoint dist_backend capture_video gif track wandb_project_name "
         "wandb_entity env_id".split()
     )
-    preset_flags = {field.name for field in dataclasses.fields(Args)} - not_preset
+    preset_flags = {field.name for field in dataclasses.fields(a2c.Args)} - not_preset
     for name, preset in presets.A2C_CARTPOLE.items():
         assert set(preset) == preset_flags, name
-    assert Args(**presets.a2c_cartpole("CartPole-v1")) == Args()
-    assert Args(**presets.a2c_cartpole("Pendulum-v1")).gamma == 0.95
+    assert a2c.Args(**presets.a2c_cartpole("CartPole-v1")) == a2c.Args()
+    assert a2c.Args(**presets.a2c_cartpole("Pendulum-v1")).gamma == 0.95

@@ -72,11 +72,14 @@ def test_a_new_family_takes_its_preset_and_shows_it_in_help(match_family, capsys
     assert "(default: 16384)" in out and "(default: 0.003)" in out
 
 
-def test_a_new_family_trains_with_the_script_unedited(match_family, tmp_path, monkeypatch):
-    """3 signals: uniform play returns 10 / 3; after 16k steps the greedy policy names nearly every signal."""
+def test_a_new_family_trains_with_the_script_unedited(match_family, tmp_path, monkeypatch, capsys):
+    """3 signals: uniform play returns 10 / 3; after 16k steps the greedy policy names nearly every signal. The run's
+    first lines show the values it takes: its family's preset."""
     monkeypatch.chdir(tmp_path)
     torch.manual_seed(0)
     ppo_puffer_async.main(["--env-id", "match-3", "--seed", "1"])
+    flags = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("flags: "))
+    assert "--env-id match-3 " in flags and "--learning-rate 0.003 " in flags and "--no-norm-obs " in flags
     (checkpoint,) = tmp_path.glob("runs/*/ppo_puffer_async.pt")
     saved = torch.load(checkpoint, weights_only=True)
     assert saved["args"]["learning_rate"] == 3e-3 and saved["global_step"] == 16_384
