@@ -94,8 +94,8 @@ def main():
     if opts.rounds == 3:  # the docs' configuration
         note = (
             "Training SPS (evaluation left out), the median of 3 alternating rounds; the cost is 1 - SPS(each) / "
-            "SPS(mean). The Tetris presets write one mean per update (--episode-points mean), the others a point "
-            "per episode."
+            "SPS(mean). Where the cost passes three percent, the preset writes one mean per update (--episode-points "
+            "mean: common/presets.py)."
         )
         table = dict(columns=columns, rows=rows, notes=[note])
         runs = [dict(zip(columns, row)) for row in rows]

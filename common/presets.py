@@ -111,7 +111,8 @@ PPO_PUFFER_ASYNC = {
     # policy runs on the other (--backend Serial: add --num-workers 1). One update epoch, PufferLib 3.0.0's default
     # (pufferlib/config/default.ini); the other values are not PufferLib's (its 3.0.0 release has no MPE config); an
     # entropy bonus of 0.01 keeps the policy from collapsing. 100 evaluation envs: enough to tell a team from random
-    # play.
+    # play. One mean of each update's episodes: mpe-spread's 384 agents end ~330 episodes a second, and a point each
+    # costs more than three percent of the speed (docs/benchmarks.md, "A point per episode").
     "pettingzoo": dict(
         torch_threads=1,
         eval_freq=0,
@@ -151,7 +152,7 @@ PPO_PUFFER_ASYNC = {
         lstm_hidden_size=64,
         burn_in=0,
         tbptt=None,
-        episode_points="each",
+        episode_points="mean",
         eval_actions="sampled",
         eval_opponents="trained",
         eval_max_steps=1000,
