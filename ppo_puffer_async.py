@@ -1027,7 +1027,7 @@ def train(args: Args) -> dict:
             episode_returns, episode_lengths, episode_agents, infos, stops = pooled
             if episode_returns:  # for the progress line
                 episode_means = {"return": float(np.mean(episode_returns)), "length": float(np.mean(episode_lengths))}
-                kind_returns = puffer_envs.kind_means("return", episode_returns, episode_agents, vecenv)
+                kind_returns = puffer_envs.kind_means("charts/episodic_return", episode_returns, episode_agents, vecenv)
             env_stats = puffer_envs.info_scalars(infos)  # the env's own (Tetris's lines, score, ...), if it reports any
 
             if world.rank == 0 and (args.eval_freq and update % args.eval_freq == 0 or update == num_updates):
@@ -1086,8 +1086,8 @@ def train(args: Args) -> dict:
                 elif episode_returns:  # the mean of this update's episodes (Tetris: ~1,000 games end a second early on)
                     writer.add_scalar("charts/episodic_return", episode_means["return"], global_step)
                     writer.add_scalar("charts/episodic_length", episode_means["length"], global_step)
-                    for kind, value in kind_returns.items():  # return/<kind>
-                        writer.add_scalar(f"charts/episodic_{kind}", value, global_step)
+                    for tag, value in kind_returns.items():  # charts/episodic_return/<kind>
+                        writer.add_scalar(tag, value, global_step)
                 for tag, value in env_stats.items():  # tetris/<stat>
                     writer.add_scalar(tag, value, global_step)
                 kinds_line = {tag.split("/")[-1]: value for tag, value in kind_returns.items()}
