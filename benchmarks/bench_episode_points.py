@@ -7,7 +7,7 @@ episode unless that costs its runs more than three percent of their speed (docs/
     python benchmarks/bench_episode_points.py --rounds 1
 
 The cost is computed from two measurements, each steadier than the small difference between two runs' speeds (which
-varies by more than ten percent from run to run on 2 shared cores): the time of one `SummaryWriter.add_scalar` call
+varies from run to run by more than the effect on 2 shared cores): the time of one `SummaryWriter.add_scalar` call
 (the median of 5 blocks of 20,000 calls), and, for each preset, the points a second of training a short run of it
 writes with a point each (its first updates, where episodes are shortest: a fresh Tetris policy's games last ~45
 steps, a trained one's hundreds), in this process, evaluation left out (train()'s sps). Cost = points a second x the
