@@ -147,10 +147,7 @@ def test_video_and_track_flags_fail_early_in_one_line(tmp_path, monkeypatch):
     )
     with pytest.raises(SystemExit) as e:
         ppo_puffer_async.main(["--env-id", "cartpole-novel", "--capture-video"])
-    assert (
-        str(e.value)
-        == "error: --capture-video and --gif: cartpole-novel has no frames to record; drop them"
-    )
+    assert str(e.value) == "error: --capture-video and --gif: cartpole-novel has no frames to record; drop them"
     real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name: None if name in ("wandb", "imageio_ffmpeg") else real(name)
