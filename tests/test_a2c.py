@@ -334,7 +334,7 @@ def scalar_points(run_dir, tag):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(run_dir, size_guidance={"scalars": 0}).Reload()
-    return [(e.step, e.value) for e in events.Scalars(tag)]
+    return sorted([(e.step, e.value) for e in events.Scalars(tag)], key=lambda pair: pair[0])  # files: name order
 
 
 def interrupt_at_update(monkeypatch, update):

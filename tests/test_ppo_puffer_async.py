@@ -48,9 +48,14 @@ def same(a, b) -> bool:
 
 
 def scalars(run_dir):
+    """{tag: (step, value) pairs} from all of a run's event files, in step order (a resume adds a file, and the files
+    are read in name order, whose per-process counter sorts .10 before .9)."""
     events = EventAccumulator(run_dir, size_guidance={"scalars": 0})
     events.Reload()
-    return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+    found = {}
+    for tag in events.Tags()["scalars"]:
+        found[tag] = sorted([(e.step, e.value) for e in events.Scalars(tag)], key=lambda pair: pair[0])
+    return found
 
 
 class ObsValuePolicy(nn.Module):

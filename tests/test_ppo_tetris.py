@@ -26,14 +26,15 @@ TINY = dict(num_envs=8, num_steps=8, num_minibatches=2, update_epochs=2, max_tic
 def scalars(run_dir):
     events = EventAccumulator(run_dir, size_guidance={"scalars": 0})
     events.Reload()
-    return {tag: [e.step for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+    return {tag: sorted(e.step for e in events.Scalars(tag)) for tag in events.Tags()["scalars"]}
 
 
 def scalar_values(run_dir, tag):
-    """(step, value) pairs of one scalar from all of a run's event files (a resume adds a file)."""
+    """(step, value) pairs of one scalar from all of a run's event files (a resume adds a file), in step order (the
+    files are read in name order, and a writer's file name ends in a per-process counter: .9 sorts after .10)."""
     events = EventAccumulator(run_dir, size_guidance={"scalars": 0})
     events.Reload()
-    return [(e.step, e.value) for e in events.Scalars(tag)]
+    return sorted(((e.step, e.value) for e in events.Scalars(tag)), key=lambda pair: pair[0])
 
 
 def start_script(*argv, cwd):
