@@ -32,7 +32,10 @@ ROWS = {
     "tetris-async": ("ppo_puffer_async.py", lambda envs: ["--num-envs", str(envs)], 512, 64),
     "mpe-spread": (
         "ppo_puffer_async.py",
-        lambda envs: ["--env-id", "mpe-spread", "--num-envs", str(envs), "--backend", "Serial", "--async-factor", "1"],
+        lambda envs: (
+            ["--env-id", "mpe-spread", "--num-envs", str(envs), "--backend", "Serial", "--num-workers", "1"]
+            + ["--async-factor", "1"]
+        ),
         128,
         64 * 3,
     ),
