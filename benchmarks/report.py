@@ -17,6 +17,7 @@ command runs again. --check needs no git history: it compares today's files with
 import argparse
 import difflib
 import json
+import os
 import re
 import sys
 
@@ -65,9 +66,16 @@ BENCHES = {
         2,
     ),
 }
+# Each suite of benchmarks/launch.py, with the minutes its file says it takes on 2 cores
+for _suite in sorted((ROOT / "benchmarks" / "suites").glob("*.toml")):
+    _minutes = re.search(r"^minutes = (\d+)", _suite.read_text(), re.M)
+    BENCHES[_suite.stem] = (f"python benchmarks/launch.py {_suite.stem}", int(_minutes.group(1)) if _minutes else 60)
 BLOCK = re.compile(r"(<!-- table:([\w-]+) -->\n)(.*?)(<!-- /table:\2 -->)", re.S)
 # One figure in prose: <!-- value:NAME:KEY -->figure<!-- /value --> is results/NAME.json's values[KEY], or with a
 # dotted KEY the cell it names, e.g. table.rows.2.4 (row 2, column 4 of the table) or runs.0.sps
+# A suite's figure (benchmarks/launch.py): <!-- figure:NAME --> ... <!-- /figure:NAME --> shows docs/figures/NAME.png,
+# drawn from results/NAME.json's curves; the PNG carries the hash of the curves it was drawn from.
+FIGURE = re.compile(r"(<!-- figure:([\w-]+) -->\n)(.*?)(<!-- /figure:\2 -->)", re.S)
 VALUE = re.compile(r"(<!-- value:([\w-]+):([\w.]+) -->)(.*?)(<!-- /value -->)")
 
 
@@ -213,9 +221,50 @@ def render_value(name: str, key: str, results: dict) -> str:
     return value
 
 
-def render_text(text: str, results: dict) -> str:
-    """A page with every table and every inline figure rendered from the results."""
+def png_description(path) -> str:
+    """A PNG's Description text (compare.py writes the hash of its curves there); "" for none or no file."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return ""
+    at = 8  # past the signature; then chunks: length, type, data, CRC
+    while at + 8 <= len(data):
+        length = int.from_bytes(data[at : at + 4], "big")
+        kind = data[at + 4 : at + 8]
+        body = data[at + 8 : at + 8 + length]
+        if kind == b"tEXt" and body.startswith(b"Description\0"):
+            return body.split(b"\0", 1)[1].decode("latin-1")
+        at += 12 + length
+    return ""
+
+
+def render_figure(name: str, results: dict, page, check: bool, drawn: list) -> str:
+    """The text between a figure's markers: the image, and under it the stamp of the results it was drawn from. The
+    PNG is drawn again where its curves' hash differs from the results' (with check, the name goes to `drawn`)."""
+    if name not in results:
+        command, minutes = BENCHES[name]
+        return f"*Not measured on this commit yet: `{command}` ({duration(minutes)}) draws this figure.*\n"
+    import compare
+
+    result = results[name]
+    suite = result["suite"]
+    figure = ROOT / suite["figure"]
+    if png_description(figure) != compare.curves_hash(result["runs"]):
+        drawn.append(name)
+        if not check:
+            compare.plot(result["runs"], suite["budget"], str(figure.with_suffix("")), suite["tag"])
+    link = os.path.relpath(figure, page.parent)
+    seeds = len(suite["seeds"])
+    alt = f"{suite['title']}: {suite['tag']}, the mean over {seeds} seeds with a 95% bootstrap band"
+    return f"![{alt}]({link})\n\n{stamp_line(result)}\n{changed_line(result)}"
+
+
+def render_text(text: str, results: dict, page=None, check: bool = False, drawn=None) -> str:
+    """A page with every table, figure and inline figure rendered from the results."""
     text = BLOCK.sub(lambda m: m.group(1) + render(m.group(2), results) + m.group(4), text)
+    drawn = [] if drawn is None else drawn
+    page = page or ROOT / "docs" / "page.md"
+    text = FIGURE.sub(lambda m: m.group(1) + render_figure(m.group(2), results, page, check, drawn) + m.group(4), text)
     return VALUE.sub(lambda m: m.group(1) + render_value(m.group(2), m.group(3), results) + m.group(5), text)
 
 
@@ -235,7 +284,13 @@ def main() -> int:
         return 0
     for path in DOCS:
         text = path.read_text()
-        new = render_text(text, results)
+        drawn = []
+        new = render_text(text, results, path, opts.check, drawn)
+        if drawn and opts.check:
+            print(f"report: the figures of {', '.join(drawn)} differ from their results: python benchmarks/report.py")
+            return 1
+        if drawn:
+            print(f"report: drew {', '.join(f'docs/figures/{name}.png' for name in drawn)}")
         if new == text:
             continue
         if opts.check:

@@ -173,13 +173,16 @@ def stamp(minutes: float, depends_on=()) -> dict:
     }
 
 
-def save(name: str, minutes: float, *, table: dict, runs: list, readme=None, values=None, depends_on=()) -> Path:
+def save(
+    name: str, minutes: float, *, table: dict, runs: list, readme=None, values=None, depends_on=(), extra=None
+) -> Path:
     """Writes benchmarks/results/<name>.json: the stamp; `table` ({"columns": [...], "rows": [[...]], optional
     "notes": [...]}), the table the docs show; `runs`, the per-run figures it came from (seed, result, SPS); `readme`
     ({"task", "result", "page", "order"}), this benchmark's row in the README's results table, if it has one."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
     data = {**stamp(minutes, depends_on), "table": table, "runs": runs, **({"readme": readme} if readme else {})}
+    data.update(extra or {})  # what else a benchmark keeps (a suite: its definition)
     if values:  # single figures for prose: report.py renders <!-- value:NAME:KEY --> markers from them
         data["values"] = values
     path.write_text(json.dumps(data, indent=1) + "\n")

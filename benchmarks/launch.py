@@ -1,0 +1,254 @@
+"""The one launcher: runs a suite, (learner command, env) x seeds, one run per worker, keeps every run's TensorBoard
+events in one folder, and writes the suite's results file (every run's curve and final score; the table of IQMs and
+intervals) and its figure from those events, with benchmarks/compare.py. In the manner of CleanRL's
+`cleanrl_utils/benchmark.py`; a suite is a short data file, benchmarks/suites/NAME.toml.
+
+    python benchmarks/launch.py a2c-cartpole-sb3                 # the suite; --workers defaults to the cores
+    python benchmarks/launch.py a2c-cartpole-sb3 --dry-run       # its commands, run nothing
+    python benchmarks/launch.py mujoco --only ours --seeds 1     # part of a suite: prints its table, saves nothing
+    python benchmarks/launch.py mujoco --keep                    # results from the runs done so far, none launched
+
+A suite names its title, the compared tag, the budget in env steps, the seeds, the docs page its figure goes to,
+per-env (random, reference) scores for the aggregate, and its learners: a label, the envs, a command with {python},
+{root}, {env}, {seed} and {budget} in it, the cores one run uses (default 1: a run that uses two takes two workers),
+and optionally another `python` (an anchor that needs its own environment). Each run works in its own folder,
+OUT/<learner>/<env>/seed<N>/, pinned to its cores where `taskset` exists, its output in log.txt; a finished run
+leaves done.json there and is not run again when the suite is launched again (a run stopped half way starts over).
+Ctrl-C stops the runs in flight and keeps every finished one.
+"""
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare  # noqa: E402
+import results as results_module  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITES = ROOT / "benchmarks" / "suites"
+FIGURES = ROOT / "docs" / "figures"
+
+
+def load_suite(name: str) -> dict:
+    path = Path(name) if name.endswith(".toml") else SUITES / f"{name}.toml"
+    if not path.exists():
+        known = ", ".join(sorted(p.stem for p in SUITES.glob("*.toml")))
+        raise SystemExit(f"error: no suite {name!r} (benchmarks/suites/ has: {known})")
+    suite = tomllib.loads(path.read_text())
+    suite["name"] = path.stem
+    for key in ("title", "tag", "budget", "seeds", "learners"):
+        if key not in suite:
+            raise SystemExit(f"error: {path}: the suite names no {key!r}")
+    return suite
+
+
+def jobs_of(suite: dict, out: Path, only: list, seeds: list) -> list:
+    """Every run of the suite: {"label", "env", "seed", "cores", "command", "folder"}, the learners' order kept, seed
+    by seed so that a suite stopped half way has every learner's first seeds."""
+    jobs = []
+    for seed in seeds:
+        for learner in suite["learners"]:
+            if only and learner["label"] not in only:
+                continue
+            for env in learner["envs"]:
+                command = learner["command"].format(
+                    python=learner.get("python", sys.executable),
+                    root=ROOT,
+                    env=env,
+                    seed=seed,
+                    budget=suite["budget"],
+                )
+                folder = out / compare.slug(learner["label"]) / env / f"seed{seed}"
+                job = {"label": learner["label"], "env": env, "seed": seed, "cores": learner.get("cores", 1)}
+                jobs.append({**job, "command": command, "folder": folder})
+    return jobs
+
+
+def start(job: dict, cores: list) -> subprocess.Popen:
+    """A run in its own folder (emptied first: a run stopped half way starts over), pinned to `cores`."""
+    folder = job["folder"]
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    command = shlex.split(job["command"])
+    if shutil.which("taskset"):
+        command = ["taskset", "-c", ",".join(str(core) for core in cores), *command]
+    threads = str(job["cores"])
+    env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+    log = open(folder / "log.txt", "w")
+    process = subprocess.Popen(command, cwd=folder, stdout=log, stderr=subprocess.STDOUT, env=env)
+    process.log = log
+    process.started = time.time()
+    return process
+
+
+def launch(jobs: list, workers: int) -> list:
+    """Runs the jobs not done yet, at most `workers` cores busy; returns the failed ones."""
+    pending = [job for job in jobs if not (job["folder"] / "done.json").exists()]
+    print(f"launch: {len(jobs) - len(pending)} of {len(jobs)} runs done already; {len(pending)} to run", flush=True)
+    for job in pending:
+        if job["cores"] > workers:
+            raise SystemExit(f"error: {job['label']} runs on {job['cores']} cores: pass --workers {job['cores']}")
+    free = list(range(workers))
+    running = []
+    failed = []
+    done = 0
+    begun = time.time()
+    try:
+        while pending or running:
+            for job in list(pending):
+                if job["cores"] <= len(free):
+                    cores = [free.pop(0) for _ in range(job["cores"])]
+                    running.append((job, cores, start(job, cores)))
+                    pending.remove(job)
+            time.sleep(0.5)
+            for entry in list(running):
+                job, cores, process = entry
+                if process.poll() is None:
+                    continue
+                running.remove(entry)
+                free += cores
+                process.log.close()
+                minutes = (time.time() - process.started) / 60
+                name = f"{job['label']} {job['env']} seed {job['seed']}"
+                if process.returncode == 0:
+                    done += 1
+                    (job["folder"] / "done.json").write_text(json.dumps({"minutes": round(minutes, 2)}) + "\n")
+                else:
+                    failed.append(job)
+                    print(f"launch: {name} failed (exit {process.returncode}): {job['folder'] / 'log.txt'}")
+                elapsed = (time.time() - begun) / 60
+                print(
+                    f"launch: {name} ({minutes:.1f} min); {done} done, {len(failed)} failed, "
+                    f"{len(running)} running, {len(pending)} waiting; {elapsed:.0f} min so far",
+                    flush=True,
+                )
+    except KeyboardInterrupt:
+        for _, _, process in running:
+            process.send_signal(signal.SIGINT)  # our scripts save and close their workers on Ctrl-C
+        for _, _, process in running:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        print("\nlaunch: stopped; the finished runs are kept, the others start over at the next launch")
+        sys.exit(130)
+    return failed
+
+
+def read_runs(jobs: list, tag: str) -> list:
+    """The finished runs' curves: [{"label", "env", "seed", "minutes", "curve"}]."""
+    runs = []
+    for job in jobs:
+        done = job["folder"] / "done.json"
+        if not done.exists():
+            continue
+        folders = compare.run_folders(str(job["folder"]))
+        if len(folders) != 1:
+            raise SystemExit(f"error: {job['folder']}: expected one run's events, found {len(folders)}")
+        curve = compare.read_curve(folders[0], tag)
+        minutes = json.loads(done.read_text())["minutes"]
+        runs.append({"label": job["label"], "env": job["env"], "seed": job["seed"], "minutes": minutes, "curve": curve})
+    return runs
+
+
+def repo_files(suite: dict) -> list:
+    """The repository's Python files the learners' commands run (their figures depend on them)."""
+    found = []
+    for learner in suite["learners"]:
+        for word in shlex.split(learner["command"]):
+            if word.startswith("{root}/") and word.endswith(".py"):
+                found.append(word[len("{root}/") :])
+    return found
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("suite", help="a suite's name (benchmarks/suites/NAME.toml) or a .toml file")
+    parser.add_argument("--workers", type=int, default=os.cpu_count(), help="cores to fill (default: all)")
+    parser.add_argument("--seeds", type=int, nargs="+", help="these seeds only (prints the table, saves nothing)")
+    parser.add_argument("--only", nargs="+", default=[], help="these learners only (prints, saves nothing)")
+    parser.add_argument("--out", help="where the runs go (default: bench_runs/suites/NAME)")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    parser.add_argument("--keep", action="store_true", help="launch nothing: results from the runs done so far")
+    opts = parser.parse_args(argv)
+    suite = load_suite(opts.suite)
+    unknown = set(opts.only) - {learner["label"] for learner in suite["learners"]}
+    if unknown:
+        labels = ", ".join(learner["label"] for learner in suite["learners"])
+        raise SystemExit(f"error: --only {' '.join(sorted(unknown))}: the suite's learners are {labels}")
+    out = Path(opts.out) if opts.out else ROOT / "bench_runs" / "suites" / suite["name"]
+    jobs = jobs_of(suite, out, opts.only, opts.seeds or suite["seeds"])
+    if opts.dry_run:
+        for job in jobs:
+            print(f"cd {job['folder']} && {job['command']}")
+        return 0
+    begun = time.time()
+    failed = [] if opts.keep else launch(jobs, opts.workers)
+    runs = read_runs(jobs, suite["tag"])
+    if not runs:
+        raise SystemExit("launch: no finished run to report")
+    normalize = {env: tuple(pair) for env, pair in suite.get("normalize", {}).items()}
+    scores = suite.get("scores", ["final"])
+    table, values = compare.tables(runs, suite["budget"], normalize, suite["tag"], scores)
+    print(compare.markdown(table["columns"], table["rows"]))
+    for note in table["notes"]:
+        print(note)
+    complete = not failed and not opts.only and not opts.seeds and len(runs) == len(jobs)
+    if not complete:
+        print("launch: part of the suite: nothing saved (the whole suite writes its results file)")
+        return 1 if failed else 0
+    figure = FIGURES / f"{suite['name']}.png"
+    compare.plot(runs, suite["budget"], str(figure.with_suffix("")), suite["tag"])
+    data = {"title": suite["title"], "tag": suite["tag"], "budget": suite["budget"], "seeds": suite["seeds"]}
+    data["normalize"] = suite.get("normalize", {})
+    data["learners"] = suite["learners"]
+    data["page"] = suite.get("page")
+    data["figure"] = str(figure.relative_to(ROOT))
+    minutes = sum(run["minutes"] * job_cores(suite, run["label"]) for run in runs)
+    readme = None
+    if "readme" in suite:  # the README's row: the first learner against each other, score by score
+        readme = {**suite["readme"], "result": readme_result(values, suite["learners"][0]["label"])}
+    path = results_module.save(
+        suite["name"],
+        (time.time() - begun) / 60 if not opts.keep else minutes / opts.workers,
+        table=table,
+        runs=runs,
+        values=values,
+        readme=readme,
+        depends_on=repo_files(suite),
+        extra={"suite": data, "machine_minutes": round(minutes, 1)},
+    )
+    print(f"launch: {path.relative_to(ROOT)}, {figure.relative_to(ROOT)}; {minutes:.0f} core-minutes of runs")
+    return 0
+
+
+def readme_result(values: dict, first: str) -> str:
+    """ "<first> against the others, final: on par; whole run: better" (with several envs or others, counted)."""
+    per_score = {}
+    for key, word in values.items():
+        if key.endswith(".verdict"):
+            per_score.setdefault(key.split(".")[-2].replace("-", " "), []).append(word)
+    parts = []
+    for score, words in per_score.items():
+        counts = {word: words.count(word) for word in dict.fromkeys(words)}
+        said = ", ".join(word if len(words) == 1 else f"{word} {n} of {len(words)}" for word, n in counts.items())
+        parts.append(f"{score}: {said}")
+    return f"{first}, intervals of the IQM: " + "; ".join(parts)
+
+
+def job_cores(suite: dict, label: str) -> int:
+    return next(learner.get("cores", 1) for learner in suite["learners"] if learner["label"] == label)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

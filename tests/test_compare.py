@@ -1,0 +1,148 @@
+"""benchmarks/compare.py's statistics against hand-computed answers and rliable's, its reading of TensorBoard run
+folders, and benchmarks/launch.py's runs: workers, done runs kept, a suite's results file and figure."""
+
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import compare  # noqa: E402
+
+
+def test_the_iqm_is_the_mean_of_the_middle_half():
+    assert compare.iqm(np.arange(1, 9)) == 4.5  # 3, 4, 5, 6
+    assert compare.iqm([1, 2, 3, 4, 100]) == 3.0  # int(5 / 4) = 1 cut from each end: 2, 3, 4
+    assert compare.iqm([7.0]) == 7.0
+    rows = np.array([[1, 2, 3, 4], [10, 0, 0, 10]])
+    np.testing.assert_allclose(compare.iqm(rows, axis=-1), [2.5, 5.0])
+
+
+def test_the_stratified_bootstrap_keeps_each_tasks_runs_and_collapses_on_equal_scores():
+    rng = np.random.default_rng(0)
+    tasks = [np.array([1.0, 2.0, 3.0]), np.array([10.0, 20.0])]
+    draws = compare.stratified_resamples(tasks, 500, rng)
+    assert draws.shape == (500, 5)
+    assert set(np.unique(draws[:, :3])) <= {1.0, 2.0, 3.0}  # task 1's columns draw task 1's runs only
+    assert set(np.unique(draws[:, 3:])) <= {10.0, 20.0}
+    assert compare.interval(compare.iqm, [[5.0] * 6]) == (5.0, 5.0, 5.0)
+
+
+def test_probability_of_improvement_counts_pairs_and_half_ties():
+    assert compare.probability_of_improvement([[3.0, 1.0]], [[2.0]]) == 0.5
+    assert compare.probability_of_improvement([[1.0]], [[1.0]]) == 0.5
+    assert compare.probability_of_improvement([[2.0, 3.0], [0.0]], [[1.0], [1.0]]) == 0.5  # 1 and 0, averaged
+    assert compare.improvement_interval([[5.0, 6.0, 7.0]], [[1.0, 2.0]]) == (1.0, 1.0, 1.0)
+
+
+def test_verdicts_say_better_only_where_intervals_separate():
+    assert compare.verdict((10, 9, 11), (5, 4, 8.9)) == "better"
+    assert compare.verdict((10, 9, 11), (5, 4, 9.1)) == "on par"
+    assert compare.verdict((1, 0, 2), (5, 3, 6)) == "worse"
+
+
+def test_a_final_score_is_the_mean_of_the_last_tenth_and_the_whole_run_its_area():
+    curve = [[s, s, s / 1000, float(s // 10)] for s in range(10, 101, 10)]  # values 1..10 at steps 10..100
+    assert compare.final_score(curve, 100) == 10.0  # only step 100 lies after 90
+    assert compare.final_score(curve, 50) == 5.0  # steps after 45 up to 50
+    assert compare.final_score(curve, 100, compare.SCORES["whole run"]) == 5.5
+    grid = np.array([5.0, 25.0, 27.0, 100.0])
+    np.testing.assert_allclose(compare.on_grid(curve, 1, grid), [np.nan, 1.5, 1.5, 6.5])
+
+
+def write_run(folder: Path, points, env_steps_per_step=None):
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(folder))
+    for step, value in points:
+        writer.add_scalar("charts/episodic_return", value, step)
+        if env_steps_per_step:
+            writer.add_scalar("charts/env_steps", step * env_steps_per_step, step)
+    writer.close()
+
+
+def test_compare_reads_run_folders_and_writes_a_table_and_a_figure_that_carries_its_curves_hash(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    for seed in range(3):
+        write_run(tmp_path / "a" / f"Env-v0__ours__{seed}__1", [(s, s / 100 + seed) for s in range(100, 1001, 100)])
+        write_run(tmp_path / "b" / f"Env-v0__theirs__{seed}__1", [(s, 0.1 * seed) for s in range(100, 1001, 100)])
+    out = tmp_path / "cmp"
+    compare.main([f"ours={tmp_path / 'a'}", f"theirs={tmp_path / 'b'}", "--out", str(out)])
+    table = (tmp_path / "cmp.md").read_text()
+    assert "| Env-v0 | final | ours | 3 | 11 (10 to 12) | 10 / 11 / 12 |" in table
+    assert "| Env-v0 | final | theirs | 3 | 0.1 (0 to 0.2) | 0 / 0.1 / 0.2 | 1.00 (1.00 to 1.00) | better |" in table
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import report
+
+    runs = compare.runs_from_folders([f"ours={tmp_path / 'a'}", f"theirs={tmp_path / 'b'}"], "charts/episodic_return")
+    assert report.png_description(Path(f"{out}.png")) == compare.curves_hash(runs)
+
+
+def test_agent_steps_become_env_steps_where_a_run_logs_them(tmp_path):
+    write_run(tmp_path / "Env-v0__x__1__1", [(300, 1.0), (600, 2.0)], env_steps_per_step=1 / 3)
+    curve = compare.read_curve(str(tmp_path / "Env-v0__x__1__1"), "charts/episodic_return")
+    assert [row[:2] for row in curve] == [[300, 100.0], [600, 200.0]]
+    with pytest.raises(SystemExit, match="has no scalar eval/return_mean"):
+        compare.read_curve(str(tmp_path / "Env-v0__x__1__1"), "eval/return_mean")
+
+
+FAKE_RUN = """
+import sys, time
+from torch.utils.tensorboard import SummaryWriter
+seed = int(sys.argv[1])
+writer = SummaryWriter(f"runs/Env-v0__fake__{seed}__1")
+for step in range(100, 1001, 100):
+    writer.add_scalar("eval/return_mean", step / 100 * (2 if "{label}" == "good" else 1), step)
+writer.close()
+"""
+
+
+def test_the_launcher_runs_a_suite_on_workers_keeps_done_runs_and_writes_results_and_a_figure(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import launch
+    import results
+
+    for label in ("good", "plain"):
+        (tmp_path / f"{label}.py").write_text(FAKE_RUN.replace("{label}", label))
+    suite = tmp_path / "fake.toml"
+    suite.write_text(
+        textwrap.dedent(f"""
+        title = "fake"
+        tag = "eval/return_mean"
+        budget = 1000
+        seeds = [1, 2, 3]
+        [normalize]
+        "Env-v0" = [0, 20]
+        [[learners]]
+        label = "good"
+        envs = ["Env-v0"]
+        command = "{{python}} {tmp_path}/good.py {{seed}}"
+        [[learners]]
+        label = "plain"
+        envs = ["Env-v0"]
+        command = "{{python}} {tmp_path}/plain.py {{seed}}"
+        """)
+    )
+    monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(launch, "FIGURES", tmp_path / "figures")
+    monkeypatch.setattr(launch, "ROOT", tmp_path)
+    out = tmp_path / "runs"
+    assert launch.main([str(suite), "--workers", "2", "--out", str(out)]) == 0
+    assert sorted(p.name for p in (out / "good" / "Env-v0").iterdir()) == ["seed1", "seed2", "seed3"]
+    saved = json.loads((tmp_path / "results" / "fake.json").read_text())
+    assert len(saved["runs"]) == 6 and saved["runs"][0]["curve"][-1][1:2] == [1000.0]
+    assert saved["values"]["plain.env-v0.final.verdict"] == "better"  # the first learner against this one
+    assert (tmp_path / "figures" / "fake.png").exists()
+    done = out / "plain" / "Env-v0" / "seed2" / "done.json"
+    before = os.stat(done).st_mtime_ns
+    (out / "plain" / "Env-v0" / "seed3" / "done.json").unlink()  # a run stopped half way
+    assert launch.main([str(suite), "--workers", "2", "--out", str(out)]) == 0
+    assert os.stat(done).st_mtime_ns == before  # a finished run is not run again
+    assert (out / "plain" / "Env-v0" / "seed3" / "done.json").exists()
+    with pytest.raises(SystemExit, match="the suite's learners are good, plain"):
+        launch.main([str(suite), "--only", "nobody"])
