@@ -10,7 +10,8 @@ intervals) and its figure from those events, with benchmarks/compare.py. In the 
 
 A suite names its title, the compared tag, the budget in env steps, the seeds, the docs page its figure goes to,
 per-env (random, reference) scores for the aggregate, and its learners: a label, the envs, a command with {python},
-{root}, {env}, {seed} and {budget} in it, the cores one run uses (default 1: a run that uses two takes two workers),
+{root}, {env}, {seed}, {budget} and {cleanrl} (--cleanrl: a clone of CleanRL, for its scripts) in it, the cores
+one run uses (default 1: a run that uses two takes two workers),
 and optionally another `python` (an anchor that needs its own environment). Each run works in its own folder,
 OUT/<learner>/<env>/seed<N>/, pinned to its cores where `taskset` exists, its output in log.txt; a finished run
 leaves done.json there and is not run again when the suite is launched again (a run stopped half way starts over).
@@ -51,7 +52,7 @@ def load_suite(name: str) -> dict:
     return suite
 
 
-def jobs_of(suite: dict, out: Path, only: list, seeds: list) -> list:
+def jobs_of(suite: dict, out: Path, only: list, seeds: list, cleanrl: str = "") -> list:
     """Every run of the suite: {"label", "env", "seed", "cores", "command", "folder"}, the learners' order kept, seed
     by seed so that a suite stopped half way has every learner's first seeds."""
     jobs = []
@@ -66,6 +67,7 @@ def jobs_of(suite: dict, out: Path, only: list, seeds: list) -> list:
                     env=env,
                     seed=seed,
                     budget=suite["budget"],
+                    cleanrl=cleanrl,
                 )
                 folder = out / compare.slug(learner["label"]) / env / f"seed{seed}"
                 job = {"label": learner["label"], "env": env, "seed": seed, "cores": learner.get("cores", 1)}
@@ -178,6 +180,9 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, nargs="+", help="these seeds only (prints the table, saves nothing)")
     parser.add_argument("--only", nargs="+", default=[], help="these learners only (prints, saves nothing)")
     parser.add_argument("--out", help="where the runs go (default: bench_runs/suites/NAME)")
+    parser.add_argument(
+        "--cleanrl", default=os.environ.get("CLEANRL_CLONE", ""), help="a CleanRL clone (suites that run its scripts)"
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     parser.add_argument("--keep", action="store_true", help="launch nothing: results from the runs done so far")
     opts = parser.parse_args(argv)
@@ -186,8 +191,15 @@ def main(argv=None):
     if unknown:
         labels = ", ".join(learner["label"] for learner in suite["learners"])
         raise SystemExit(f"error: --only {' '.join(sorted(unknown))}: the suite's learners are {labels}")
+    labels = opts.only or [learner["label"] for learner in suite["learners"]]
     out = Path(opts.out) if opts.out else ROOT / "bench_runs" / "suites" / suite["name"]
-    jobs = jobs_of(suite, out, opts.only, opts.seeds or suite["seeds"])
+    needs_clone = any("{cleanrl}" in learner["command"] for learner in suite["learners"] if learner["label"] in labels)
+    if needs_clone and not opts.cleanrl:
+        raise SystemExit(
+            "error: this suite runs CleanRL's scripts: pass --cleanrl CLEANRL_CLONE "
+            "(git clone https://github.com/vwxyzjn/cleanrl), or --only the other learners"
+        )
+    jobs = jobs_of(suite, out, opts.only, opts.seeds or suite["seeds"], opts.cleanrl)
     if opts.dry_run:
         for job in jobs:
             print(f"cd {job['folder']} && {job['command']}")
