@@ -5,9 +5,9 @@ with CnnPolicy) at CleanRL's settings, where a step's time goes, and learning at
     python benchmarks/bench_atari.py --learn --cleanrl CLEANRL_CLONE         # Breakout and Pong, seeds 1-3, both
 
 CLEANRL_CLONE is a clone of github.com/vwxyzjn/cleanrl holding CLEANRL_COMMIT; its ppo_atari.py is written out with
-the edits below, the fewest that Gymnasium 1.x and ale-py 0.12 need, beside the cleanrl_utils/atari_wrappers.py it
-imports (unchanged). Needs `pip install -e ".[atari,bench]"` (ale-py; SB3 for its PPO; OpenCV for Gymnasium's
-ResizeObservation in CleanRL's make_env and for SB3's WarpFrame in its make_atari_env).
+the edits of benchmarks/anchors/cleanrl.py, the fewest that Gymnasium 1.x and ale-py 0.12 need, beside the
+cleanrl_utils/atari_wrappers.py it imports (unchanged). Needs `pip install -e ".[atari,bench]"` (ale-py; SB3 for its
+PPO; OpenCV for Gymnasium's ResizeObservation in CleanRL's make_env and for SB3's WarpFrame in its make_atari_env).
 
 Speed: each learner trains --speed-steps agent steps with both cores, one after the other, twice over in alternation
 (ours, CleanRL's, SB3's, ours, ...); a row's SPS is the better of its two, the ratio is against CleanRL's.
@@ -32,42 +32,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from anchors import cleanrl as cleanrl_anchor  # noqa: E402
+
 import results as results_module  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 GAMES = {"breakout": "BreakoutNoFrameskip-v4", "pong": "PongNoFrameskip-v4"}
-CLEANRL_COMMIT = "fe8d8a03c41a7ef5b523e2e354bd01c363e786bb"
-# CleanRL's ppo_atari.py was written for Gymnasium 0.29 (its pyproject.toml at CLEANRL_COMMIT pins 0.29.1). The
-# edits: register ale-py's envs (Gymnasium 1.x no longer finds them itself); the two wrappers' new names; the vector
-# env's same-step autoreset, which 0.29 did and 1.x no longer does by default (without it, each life's end hands the
-# learner one step across the reset); and episode logging from 1.x's final_info, a dict of arrays where 0.29 had a
-# list of dicts.
-CLEANRL_EDITS = [
-    ("import gymnasium as gym\n", "import ale_py\nimport gymnasium as gym\n\ngym.register_envs(ale_py)\n"),
-    ("gym.wrappers.GrayScaleObservation(env)", "gym.wrappers.GrayscaleObservation(env)"),
-    ("gym.wrappers.FrameStack(env, 4)", "gym.wrappers.FrameStackObservation(env, 4)"),
-    (
-        "[make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)],\n",
-        "[make_env(args.env_id, i, args.capture_video, run_name) for i in range(args.num_envs)],\n"
-        "        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,\n",
-    ),
-    (
-        """            if "final_info" in infos:
-                for info in infos["final_info"]:
-                    if info and "episode" in info:
-                        print(f"global_step={global_step}, episodic_return={info['episode']['r']}")
-                        writer.add_scalar("charts/episodic_return", info["episode"]["r"], global_step)
-                        writer.add_scalar("charts/episodic_length", info["episode"]["l"], global_step)
-""",
-        """            if "final_info" in infos and "episode" in infos["final_info"]:
-                ended = infos["final_info"]["_episode"]
-                for r, l in zip(infos["final_info"]["episode"]["r"][ended], infos["final_info"]["episode"]["l"][ended]):
-                    print(f"global_step={global_step}, episodic_return={r}")
-                    writer.add_scalar("charts/episodic_return", r, global_step)
-                    writer.add_scalar("charts/episodic_length", l, global_step)
-""",
-    ),
-]
+CLEANRL_COMMIT = cleanrl_anchor.COMMIT
 # CleanRL's ppo_atari_envpool.py was written for envpool 0.6 and gym 0.23 (a 4-tuple step; its pyproject.toml at
 # CLEANRL_COMMIT: envpool>=0.6.4,<0.7, gym==0.23.1). With envpool 1.2.5, whose env_type="gym" envs are Gymnasium envs
 # (a 5-tuple step, reset returning (obs, info), num_envs and the single spaces read-only properties: its
@@ -120,34 +91,6 @@ def recording_pop(self):
 EpisodeLog.pop = recording_pop
 ppo_puffer_async.main(sys.argv[2:])
 """
-
-
-def cleanrl_script(clone: str, out: Path) -> Path:
-    """CleanRL's ppo_atari.py and its wrappers from a clone of its repository at CLEANRL_COMMIT, edited for
-    Gymnasium 1.x and ale-py 0.12, written into `out`."""
-
-    def show(path):
-        source = subprocess.run(
-            ["git", "-C", clone, "show", f"{CLEANRL_COMMIT}:{path}"], capture_output=True, text=True
-        )
-        if source.returncode != 0:
-            raise SystemExit(
-                f"--cleanrl {clone}: no commit {CLEANRL_COMMIT[:8]} there "
-                "(git clone https://github.com/vwxyzjn/cleanrl; it needs the full history)"
-            )
-        return source.stdout
-
-    text = show("cleanrl/ppo_atari.py")
-    for old, new in CLEANRL_EDITS:
-        assert old in text, f"CleanRL's script changed: {old!r} not found"
-        text = text.replace(old, new)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "cleanrl_utils").mkdir(exist_ok=True)
-    (out / "cleanrl_utils" / "__init__.py").write_text("")
-    (out / "cleanrl_utils" / "atari_wrappers.py").write_text(show("cleanrl_utils/atari_wrappers.py"))
-    path = out / "cleanrl_ppo_atari.py"
-    path.write_text(text)
-    return path.resolve()
 
 
 def envpool_script(clone: str, out: Path) -> Path:
@@ -222,7 +165,7 @@ def speed(opts, out: Path):
         ("ppo_puffer_async.py", ours_command(game, 1, steps) + ["--checkpoint-freq", "0", "--eval-freq", "0"]),
     ]
     if opts.cleanrl:
-        script = cleanrl_script(opts.cleanrl, out)
+        script = cleanrl_anchor.write_script("ppo_atari", opts.cleanrl, out)
         command = [sys.executable, str(script), "--env-id", GAMES[game], "--total-timesteps", str(steps)]
         learners.append((f"CleanRL's ppo_atari.py ({CLEANRL_COMMIT[:8]})", command))
     if opts.envpool_python:  # a Python with envpool 1.2.5, gym 0.26, torch, tyro and tensorboard
@@ -308,7 +251,7 @@ def learn_one(learner: str, game: str, seed: int, opts, core: int) -> dict:
         if checkpoints:  # a run that was stopped goes on from its last save
             command = [sys.executable, "-c", OURS, str(ROOT), "--resume", str(checkpoints[-1].resolve())]
     else:
-        script = cleanrl_script(opts.cleanrl, Path(opts.out) / "cleanrl")
+        script = cleanrl_anchor.write_script("ppo_atari", opts.cleanrl, Path(opts.out) / "cleanrl")
         command = [sys.executable, str(script.resolve()), "--env-id", GAMES[game], "--seed", str(seed)]
         command += ["--total-timesteps", str(steps)]
         if not cleanrl_finished(folder, steps):  # an unfinished CleanRL run cannot resume: start it again

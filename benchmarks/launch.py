@@ -90,6 +90,8 @@ def start(job: dict, cores: list) -> subprocess.Popen:
     process = subprocess.Popen(command, cwd=folder, stdout=log, stderr=subprocess.STDOUT, env=env)
     process.log = log
     process.started = time.time()
+    changed = results_module.git("status", "--porcelain", "--", "*.py", "pyproject.toml")
+    process.commit = (results_module.git("rev-parse", "--short", "HEAD") or "unknown") + ("+changes" if changed else "")
     return process
 
 
@@ -124,7 +126,8 @@ def launch(jobs: list, workers: int) -> list:
                 name = f"{job['label']} {job['env']} seed {job['seed']}"
                 if process.returncode == 0:
                     done += 1
-                    (job["folder"] / "done.json").write_text(json.dumps({"minutes": round(minutes, 2)}) + "\n")
+                    done_data = {"minutes": round(minutes, 2), "commit": process.commit}
+                    (job["folder"] / "done.json").write_text(json.dumps(done_data) + "\n")
                 else:
                     failed.append(job)
                     print(f"launch: {name} failed (exit {process.returncode}): {job['folder'] / 'log.txt'}")
@@ -158,8 +161,9 @@ def read_runs(jobs: list, tag: str) -> list:
         if len(folders) != 1:
             raise SystemExit(f"error: {job['folder']}: expected one run's events, found {len(folders)}")
         curve = compare.read_curve(folders[0], tag)
-        minutes = json.loads(done.read_text())["minutes"]
-        runs.append({"label": job["label"], "env": job["env"], "seed": job["seed"], "minutes": minutes, "curve": curve})
+        record = json.loads(done.read_text())
+        run = {"label": job["label"], "env": job["env"], "seed": job["seed"], "commit": record.get("commit")}
+        runs.append({**run, "minutes": record["minutes"], "curve": curve})
     return runs
 
 
@@ -255,7 +259,7 @@ def readme_result(values: dict, first: str) -> str:
         counts = {word: words.count(word) for word in dict.fromkeys(words)}
         said = ", ".join(word if len(words) == 1 else f"{word} {n} of {len(words)}" for word, n in counts.items())
         parts.append(f"{score}: {said}")
-    return f"{first}, intervals of the IQM: " + "; ".join(parts)
+    return "; ".join(parts) + f" ({first} against the others: 95% intervals of the IQM)"
 
 
 def job_cores(suite: dict, label: str) -> int:

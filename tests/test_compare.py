@@ -40,6 +40,43 @@ def test_probability_of_improvement_counts_pairs_and_half_ties():
     assert compare.improvement_interval([[5.0, 6.0, 7.0]], [[1.0, 2.0]]) == (1.0, 1.0, 1.0)
 
 
+# rliable 1.2.0's answers (reps=50,000, 95% percentile intervals; numpy 2.2, pandas 2.3, arch 7.2) for these scores,
+# runs x tasks: library.get_interval_estimates with metrics.aggregate_iqm / aggregate_mean, and
+# metrics.probability_of_improvement. A resampled statistic takes few distinct values here, so an endpoint may land
+# one value over (the neighbours are 0.003 to 0.017 apart): the tolerance.
+A = np.array([[0.10, 0.55, 0.90], [0.20, 0.60, 0.70], [0.35, 0.40, 0.95], [0.15, 0.80, 0.60], [0.30, 0.50, 0.85]])
+B = np.array([[0.05, 0.45, 0.80], [0.25, 0.35, 0.75], [0.10, 0.50, 0.65], [0.20, 0.30, 0.70], [0.15, 0.55, 0.60]])
+RLIABLE = {
+    "A iqm": (0.5333, 0.4611, 0.6167),
+    "A mean": (0.5300, 0.4700, 0.5900),
+    "B iqm": (0.4278, 0.3778, 0.4778),
+    "B mean": (0.4267, 0.3867, 0.4667),
+    "A[:, 0] iqm": (0.2167, 0.1167, 0.3333),
+    "P(A > B)": (0.7400, 0.5400, 0.9067),
+}
+
+
+def test_intervals_and_the_probability_of_improvement_agree_with_rliable():
+    def tasks(scores):
+        return [scores[:, task] for task in range(scores.shape[1])]
+
+    found = {
+        "A iqm": compare.interval(compare.iqm, tasks(A), reps=20_000),
+        "A mean": compare.interval(np.mean, tasks(A), reps=20_000),
+        "B iqm": compare.interval(compare.iqm, tasks(B), reps=20_000),
+        "B mean": compare.interval(np.mean, tasks(B), reps=20_000),
+        "A[:, 0] iqm": compare.interval(compare.iqm, [A[:, 0]], reps=20_000),
+        "P(A > B)": compare.improvement_interval(tasks(A), tasks(B), reps=20_000),
+    }
+    for name, (point, low, high) in RLIABLE.items():
+        assert found[name][0] == pytest.approx(point, abs=5e-5), name
+        assert found[name][1] == pytest.approx(low, abs=0.0175), name
+        assert found[name][2] == pytest.approx(high, abs=0.0175), name
+    # rliable's performance profile of A (the share of runs scoring strictly above tau)
+    profile = compare.performance_profile(tasks(A), np.array([0.0, 0.25, 0.5, 0.75, 1.0]))
+    np.testing.assert_allclose(profile, [1.0, 0.8, 0.5333, 0.2667, 0.0], atol=5e-5)
+
+
 def test_verdicts_say_better_only_where_intervals_separate():
     assert compare.verdict((10, 9, 11), (5, 4, 8.9)) == "better"
     assert compare.verdict((10, 9, 11), (5, 4, 9.1)) == "on par"

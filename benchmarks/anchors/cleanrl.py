@@ -71,20 +71,33 @@ EDITS = {
 }
 
 
-def script_source(name: str, clone: str) -> str:
-    """CleanRL's cleanrl/<name>.py at COMMIT, edited."""
-    shown = subprocess.run(["git", "-C", clone, "show", f"{COMMIT}:cleanrl/{name}.py"], capture_output=True, text=True)
+def show(clone: str, path: str) -> str:
+    """A file of CleanRL's repository at COMMIT."""
+    shown = subprocess.run(["git", "-C", clone, "show", f"{COMMIT}:{path}"], capture_output=True, text=True)
     if shown.returncode != 0:
         raise SystemExit(
             f"error: --cleanrl {clone}: no commit {COMMIT[:8]} there "
             "(pass a full clone: git clone https://github.com/vwxyzjn/cleanrl)"
         )
-    text = shown.stdout
+    return shown.stdout
+
+
+def write_script(name: str, clone: str, out: Path) -> Path:
+    """CleanRL's cleanrl/<name>.py at COMMIT, edited, written into `out` as cleanrl_<name>.py (ppo_atari.py with the
+    cleanrl_utils/atari_wrappers.py it imports, unchanged); its path."""
+    text = show(clone, f"cleanrl/{name}.py")
     for old, new in EDITS["all"] + EDITS[name]:
         if old not in text:
             raise SystemExit(f"error: CleanRL's {name}.py differs from what the edits expect: {old[:60]!r}")
         text = text.replace(old, new)
-    return text
+    out.mkdir(parents=True, exist_ok=True)
+    if name == "ppo_atari":
+        (out / "cleanrl_utils").mkdir(exist_ok=True)
+        (out / "cleanrl_utils" / "__init__.py").write_text("")
+        (out / "cleanrl_utils" / "atari_wrappers.py").write_text(show(clone, "cleanrl_utils/atari_wrappers.py"))
+    path = out / f"cleanrl_{name}.py"
+    path.write_text(text)
+    return path.resolve()
 
 
 def main():
@@ -99,8 +112,7 @@ def main():
         del argv[at : at + 2]
     if not clone:
         raise SystemExit("error: pass --cleanrl CLEANRL_CLONE (a clone of github.com/vwxyzjn/cleanrl)")
-    path = Path(f"cleanrl_{name}.py")
-    path.write_text(script_source(name, clone))
+    path = write_script(name, clone, Path("."))
     os.execv(sys.executable, [sys.executable, str(path), *argv])
 
 

@@ -47,6 +47,7 @@ SETTINGS = {
             policy_kwargs=dict(log_std_init=-2, ortho_init=False),
         ),
     ),
+    ("a2c", "HalfCheetah-v5"): (1, True, {}),  # RL Zoo's MuJoCo defaults: normalize, SB3's A2C defaults
     ("a2c", "LunarLander-v3"): (8, False, dict(n_steps=5, gamma=0.995, ent_coef=1e-5, learning_rate=linear(8.3e-4))),
 }
 
