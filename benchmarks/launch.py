@@ -234,6 +234,7 @@ def main(argv=None):
     readme = None
     if "readme" in suite:  # the README's row: the first learner against each other, score by score
         readme = {**suite["readme"], "result": readme_result(values, suite["learners"][0]["label"])}
+    sys.argv = [word for word in sys.argv if word != "--keep"]  # the stamp's command: the one that runs the suite
     path = results_module.save(
         suite["name"],
         (time.time() - begun) / 60 if not opts.keep else minutes / opts.workers,
