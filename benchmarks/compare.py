@@ -164,6 +164,11 @@ def final_score(curve: list, budget: float, share: float = SCORES["final"]) -> f
     return float(np.mean(late)) if late else float(points[-1][1])
 
 
+def budget_of(run: dict, budget: float) -> float:
+    """A run's own budget where its learner has one (a suite may give each learner its own), else the common one."""
+    return run.get("budget") or budget
+
+
 def on_grid(curve: list, column: int, grid: np.ndarray) -> np.ndarray:
     """A curve's value at each grid point: the mean of its values in (previous grid point, this one], the last mean
     carried on where a bin is empty, NaN before the first value."""
@@ -214,7 +219,9 @@ def tables(runs: list, budget: float, normalize: dict, tag: str = "score", score
     groups = group(runs)
     labels = list(dict.fromkeys(run["label"] for run in runs))
     first = labels[0]
-    columns = ["env", "score", "learner", "runs", f"{tag} at {budget:,.0f} steps: IQM (95% CI)", "per run"]
+    budgets = {budget_of(run, budget) for run in runs}
+    at = f"at {budget:,.0f} steps" if len(budgets) == 1 else "at each learner's budget"
+    columns = ["env", "score", "learner", "runs", f"{tag} {at}: IQM (95% CI)", "per run"]
     if len(labels) > 1:
         columns += [f"P({first} > learner) (95% CI)", f"{first} against learner"]
     values = {}
@@ -222,7 +229,9 @@ def tables(runs: list, budget: float, normalize: dict, tag: str = "score", score
     for env, by_label in groups.items():
         for score in scores:
             finals = {
-                label: [final_score(run["curve"], budget, SCORES[score]) for run in by_label.get(label, [])]
+                label: [
+                    final_score(run["curve"], budget_of(run, budget), SCORES[score]) for run in by_label.get(label, [])
+                ]
                 for label in labels
             }
             estimates = {label: interval(iqm, [finals[label]]) for label in labels if finals[label]}
@@ -270,7 +279,7 @@ def normalized_tasks(groups: dict, label: str, budget: float, normalize: dict):
         if label not in by_label or env not in normalize:
             return None
         random_score, reference = normalize[env]
-        finals = np.array([final_score(run["curve"], budget) for run in by_label[label]])
+        finals = np.array([final_score(run["curve"], budget_of(run, budget)) for run in by_label[label]])
         tasks.append((finals - random_score) / (reference - random_score))
     return tasks
 
@@ -316,9 +325,10 @@ def plot(runs: list, budget: float, out: str, tag: str, caption: str = "") -> st
             axis = axes[row][column]
             for number, (label, members) in enumerate(by_label.items()):
                 scale = 60.0 if index == 2 else 1.0
-                end = budget if index == 1 else max(r[index] for run in members for r in run["curve"])
+                own = max(budget_of(run, budget) for run in members)
+                end = own if index == 1 else max(r[index] for run in members for r in run["curve"])
                 if index == 0:  # agent steps: the budget in env steps times the agents per env
-                    end = max(r[0] for run in members for r in run["curve"] if r[1] <= budget)
+                    end = max(r[0] for run in members for r in run["curve"] if r[1] <= own)
                 grid = np.linspace(0, end, 60)[1:]
                 curves = np.array([on_grid(run["curve"], index, grid) for run in members])
                 mean, low, high = mean_band(curves)

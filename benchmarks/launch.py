@@ -11,8 +11,9 @@ intervals) and its figure from those events, with benchmarks/compare.py. In the 
 A suite names its title, the compared tag, the budget in env steps, the seeds, the docs page its figure goes to,
 per-env (random, reference) scores for the aggregate, and its learners: a label, the envs, a command with {python},
 {root}, {env}, {seed}, {budget} and {cleanrl} (--cleanrl: a clone of CleanRL, for its scripts) in it, the cores
-one run uses (default 1: a run that uses two takes two workers),
-and optionally another `python` (an anchor that needs its own environment). Each run works in its own folder,
+one run uses (default 1: a run that uses two takes two workers), and optionally its own budget (each learner's
+default run: scores are then taken at each learner's budget) and another `python` (an anchor that needs its own
+environment). Each run works in its own folder,
 OUT/<learner>/<env>/seed<N>/, pinned to its cores where `taskset` exists, its output in log.txt; a finished run
 leaves done.json there and is not run again when the suite is launched again (a run stopped half way starts over).
 Ctrl-C stops the runs in flight and keeps every finished one.
@@ -66,11 +67,12 @@ def jobs_of(suite: dict, out: Path, only: list, seeds: list, cleanrl: str = "") 
                     root=ROOT,
                     env=env,
                     seed=seed,
-                    budget=suite["budget"],
+                    budget=learner.get("budget", suite["budget"]),
                     cleanrl=cleanrl,
                 )
                 folder = out / compare.slug(learner["label"]) / env / f"seed{seed}"
                 job = {"label": learner["label"], "env": env, "seed": seed, "cores": learner.get("cores", 1)}
+                job["budget"] = learner.get("budget", suite["budget"])
                 jobs.append({**job, "command": command, "folder": folder})
     return jobs
 
@@ -163,7 +165,7 @@ def read_runs(jobs: list, tag: str) -> list:
         curve = compare.read_curve(folders[0], tag)
         record = json.loads(done.read_text())
         run = {"label": job["label"], "env": job["env"], "seed": job["seed"], "commit": record.get("commit")}
-        runs.append({**run, "minutes": record["minutes"], "curve": curve})
+        runs.append({**run, "budget": job["budget"], "minutes": record["minutes"], "curve": curve})
     return runs
 
 

@@ -183,3 +183,19 @@ def test_the_launcher_runs_a_suite_on_workers_keeps_done_runs_and_writes_results
     assert (out / "plain" / "Env-v0" / "seed3" / "done.json").exists()
     with pytest.raises(SystemExit, match="the suite's learners are good, plain"):
         launch.main([str(suite), "--only", "nobody"])
+
+
+@pytest.mark.parametrize("suite", sorted(p.stem for p in (ROOT / "benchmarks" / "suites").glob("*.toml")))
+def test_every_suite_runs_commands_that_exist_at_least_three_seeds_and_normalizes_every_env(suite, tmp_path, capsys):
+    import launch
+
+    data = launch.load_suite(suite)
+    assert len(data["seeds"]) >= 3
+    envs = {env for learner in data["learners"] for env in learner["envs"]}
+    assert envs <= set(data.get("normalize", {})), "every env needs a random and a reference score"
+    assert launch.main([suite, "--dry-run", "--cleanrl", "CLONE", "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(data["seeds"]) * sum(len(learner["envs"]) for learner in data["learners"])
+    for line in lines:
+        script = line.split(" && ")[1].split()[1]
+        assert Path(script).exists(), script
