@@ -6,13 +6,27 @@ Episode i is seeded i, the action space seeded 0.
 """
 
 import argparse
+import os
+import sys
 
 import gymnasium as gym
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from common.puffer_envs import MEMORY_ENVS  # noqa: E402  (cartpole-novel, repeat-previous-easy: our memory tasks)
+
+
+def make_env(env_id: str) -> gym.Env:
+    """A Gymnasium id, POPGym's popgym-... ids, or one of our memory tasks."""
+    if env_id in MEMORY_ENVS:
+        return MEMORY_ENVS[env_id]()
+    if env_id.startswith("popgym-"):
+        import popgym  # noqa: F401  (registers its ids)
+    return gym.make(env_id)
+
 
 def random_return(env_id: str, episodes: int) -> float:
-    env = gym.make(env_id)
+    env = make_env(env_id)
     env.action_space.seed(0)
     returns = []
     for episode in range(episodes):

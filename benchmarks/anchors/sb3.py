@@ -1,7 +1,8 @@
-"""Stable-Baselines3's A2C and PPO and sb3-contrib's RecurrentPPO at RL Zoo's settings, writing TensorBoard events
+"""Stable-Baselines3's A2C and sb3-contrib's RecurrentPPO at RL Zoo's settings, writing TensorBoard events
 with our scripts' tag names, so that benchmarks/launch.py runs them beside ours and benchmarks/compare.py reads both.
 
     python benchmarks/anchors/sb3.py --algo a2c --env-id CartPole-v1 --seed 1 --total-timesteps 100000
+    python benchmarks/anchors/sb3.py --algo recurrentppo --env-id cartpole-novel --seed 1 --total-timesteps 100000
 
 The settings are RL Zoo's (rl-baselines3-zoo's hyperparams/<algo>.yml at commit 22e3ff24) on SB3 2.9.2's defaults;
 --total-timesteps replaces RL Zoo's budget (a linear schedule then runs over the given budget). Every --eval-every env
@@ -14,12 +15,15 @@ Needs `pip install -e ".[bench]"`.
 
 import argparse
 import os
+import sys
 import time
 
-import gymnasium as gym
 import numpy as np
 import torch
 from torch.utils.tensorboard import SummaryWriter
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from random_play import make_env  # noqa: E402
 
 
 def linear(rate: float):
@@ -50,6 +54,25 @@ SETTINGS = {
     ("a2c", "HalfCheetah-v5"): (1, True, {}),  # RL Zoo's MuJoCo defaults: normalize, SB3's A2C defaults
     ("a2c", "LunarLander-v3"): (8, False, dict(n_steps=5, gamma=0.995, ent_coef=1e-5, learning_rate=linear(8.3e-4))),
 }
+# RL Zoo's CartPoleNoVel-v1 RecurrentPPO (hyperparams/ppo_lstm.yml), on every memory task: 8 envs, n_steps 32, batch
+# 256, 20 epochs, gamma 0.98, lambda 0.8, lr and clip linear to 0, VecNormalize, LSTM 64 (the critic's too), ReLU
+RECURRENT = dict(
+    n_steps=32,
+    batch_size=256,
+    n_epochs=20,
+    gamma=0.98,
+    gae_lambda=0.8,
+    ent_coef=0.0,
+    learning_rate=linear(1e-3),
+    clip_range=linear(0.2),
+    policy_kwargs=dict(
+        ortho_init=False,
+        activation_fn=torch.nn.ReLU,
+        lstm_hidden_size=64,
+        enable_critic_lstm=True,
+        net_arch=dict(pi=[64], vf=[64]),
+    ),
+)
 
 
 def make_model(algo: str, env_id: str, seed: int):
@@ -57,6 +80,13 @@ def make_model(algo: str, env_id: str, seed: int):
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
+    if algo == "recurrentppo":
+        from sb3_contrib import RecurrentPPO
+
+        env = make_vec_env(lambda: make_env(env_id), n_envs=8, seed=seed)
+        box = len(env.observation_space.shape) == 1  # VecNormalize scales Box observations only
+        env = VecNormalize(env, gamma=0.98, norm_obs=box)
+        return RecurrentPPO("MlpLstmPolicy", env, seed=seed, device="cpu", verbose=0, **RECURRENT), env
     if (algo, env_id) not in SETTINGS:
         known = ", ".join(f"{a} {e}" for a, e in SETTINGS)
         raise SystemExit(f"error: --algo {algo} --env-id {env_id}: no RL Zoo settings here (known: {known})")
@@ -64,24 +94,28 @@ def make_model(algo: str, env_id: str, seed: int):
     env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
     if normalize:
         env = VecNormalize(env, gamma=hyper.get("gamma", 0.99))
-    model = {"a2c": A2C}[algo]("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **hyper)
+    model = A2C("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **hyper)
     return model, env
 
 
 def evaluate(model, env, env_id: str, episodes: int, seed: int) -> np.ndarray:
-    """Our scripts' protocol: episode i in its own env seeded seed + i, deterministic actions, frozen statistics."""
+    """Our scripts' protocol: episode i in its own env seeded seed + i, deterministic actions, frozen statistics, a
+    recurrent policy's state carried through the episode."""
     from stable_baselines3.common.vec_env import VecNormalize
 
     returns = []
     for i in range(episodes):
-        eval_env = gym.make(env_id)
+        eval_env = make_env(env_id)
         obs, _ = eval_env.reset(seed=seed + i)
+        state = None
+        start = np.ones(1, dtype=bool)
         total = 0.0
         done = False
         while not done:
             if isinstance(env, VecNormalize):
                 obs = env.normalize_obs(obs)
-            action, _ = model.predict(obs, deterministic=True)
+            action, state = model.predict(obs, state=state, episode_start=start, deterministic=True)
+            start = np.zeros(1, dtype=bool)
             obs, reward, terminated, truncated, _ = eval_env.step(action)
             total += float(reward)
             done = terminated or truncated
@@ -92,7 +126,7 @@ def evaluate(model, env, env_id: str, episodes: int, seed: int) -> np.ndarray:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--algo", choices=["a2c"], required=True)
+    parser.add_argument("--algo", choices=["a2c", "recurrentppo"], required=True)
     parser.add_argument("--env-id", required=True)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--total-timesteps", type=int, required=True)
