@@ -11,7 +11,8 @@ intervals) and its figure from those events, with benchmarks/compare.py. In the 
 A suite names its title, the compared tag, the budget in env steps, the seeds, the docs page its figure goes to,
 per-env (random, reference) scores for the aggregate, and its learners: a label, the envs, a command with {python},
 {root}, {env}, {seed}, {budget} and {cleanrl} (--cleanrl: a clone of CleanRL, for its scripts) in it, the cores
-one run uses (default 1: a run that uses two takes two workers), and optionally its own budget (each learner's
+one run uses (default 1: a run that uses two takes two workers), and optionally its own ids for the suite's envs
+(env_ids: CleanRL's BreakoutNoFrameskip-v4 for our atari-breakout), its own budget (each learner's
 default run: scores are then taken at each learner's budget) and another `python` (an anchor that needs its own
 environment). Each run works in its own folder,
 OUT/<learner>/<env>/seed<N>/, pinned to its cores where `taskset` exists, its output in log.txt; a finished run
@@ -65,7 +66,7 @@ def jobs_of(suite: dict, out: Path, only: list, seeds: list, cleanrl: str = "") 
                 command = learner["command"].format(
                     python=learner.get("python", sys.executable),
                     root=ROOT,
-                    env=env,
+                    env=learner.get("env_ids", {}).get(env, env),  # the learner's own id for the suite's env
                     seed=seed,
                     budget=learner.get("budget", suite["budget"]),
                     cleanrl=cleanrl,
