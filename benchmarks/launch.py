@@ -105,6 +105,9 @@ def launch(jobs: list, workers: int) -> list:
     for job in pending:
         if job["cores"] > workers:
             raise SystemExit(f"error: {job['label']} runs on {job['cores']} cores: pass --workers {job['cores']}")
+    # `kill` (SIGTERM) stops a launch as Ctrl-C does: a launcher left running in the background, where the shell
+    # ignores SIGINT for it, can still be stopped with its finished runs kept
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     free = list(range(workers))
     running = []
     failed = []
