@@ -1,32 +1,18 @@
-"""Recurrent PPO on CartPole with the velocities hidden (cartpole-novel): ppo_puffer_async.py --lstm vs
-sb3-contrib's RecurrentPPO with RL Zoo's tuned CartPoleNoVel-v1 settings (its hyperparams/ppo_lstm.yml at commit
-22e3ff2), and the memoryless MLP control.
+"""The speed of ppo_puffer_async.py --lstm against sb3-contrib's RecurrentPPO (RL Zoo's tuned CartPoleNoVel-v1
+settings, its hyperparams/ppo_lstm.yml at commit 22e3ff2) on CartPole with the velocities hidden, side by side.
+(Their learning, with the memoryless control: the suite `python benchmarks/launch.py cartpole-novel`.)
 
     pip install -e ".[bench]"          # stable-baselines3, sb3-contrib
-    python benchmarks/bench_lstm_cartpole_novel.py            # the docs' table: 13 seeds, ~20 min
-    python benchmarks/bench_lstm_cartpole_novel.py --sps-only # only the side-by-side SPS pair, ~3 min
-    python benchmarks/bench_lstm_cartpole_novel.py --learners lstm sb3-contrib mlp --seeds 1 2 3 4 5
-    python benchmarks/bench_lstm_cartpole_novel.py --learners lstm --seeds 11 12 13 14 15 16 17 18 --set gamma=0.99
+    python benchmarks/bench_lstm_cartpole_novel.py            # the docs' table: ~3 min
+    python benchmarks/bench_lstm_cartpole_novel.py --sps-timesteps 10000
 
-Every learner: 100k steps; every ~10k steps a deterministic evaluation of 10 episodes on a separate env,
-the LSTM state carried through each episode (and, for sb3-contrib, VecNormalize's statistics frozen).
-Reported per seed: the first step with eval >= 475, the step after which every eval stays >= 475 ("stable
-solve"), the final eval, and training SPS (wall time minus evaluation). Runs one at a time, in this process.
---set NAME=VALUE changes one of our flags from its cartpole-novel default (a tuning sweep); evaluations stay
-every 10k steps whatever the batch size.
-
-sb3-contrib's runs do not depend on our code: unless --learners names sb3-contrib, the table shows
-SB3_CONTRIB_RECORDED, our recorded runs of it, labelled so. The SPS ratio is always measured in the run: after the
-learning runs (ours at its defaults), ours --lstm and sb3-contrib train side by side, seed 1, --sps-timesteps steps
-each, one on each of --cores, one torch thread each.
-
-The default configuration (no flag but --cores; --learners may add sb3-contrib) also writes
-benchmarks/results/cartpole-novel.json, from which `python benchmarks/report.py` renders docs/ppo_puffer_async.md's
-table and the README's row; any other run only prints its table.
+Ours --lstm at its cartpole-novel preset and sb3-contrib train side by side, seed 1, --sps-timesteps steps each, one
+on each of --cores, one torch thread each, both evaluating every 10k steps (evaluation time left out of their
+training SPS). The default configuration writes benchmarks/results/cartpole-novel-speed.json, from which
+`python benchmarks/report.py` renders docs/ppo_puffer_async.md's table.
 """
 
 import argparse
-import ast
 import json
 import os
 import subprocess
@@ -46,31 +32,7 @@ from common import presets  # noqa: E402
 from common.puffer_envs import make_cartpole_novel  # noqa: E402
 
 TOTAL, EVAL_EVERY, EVAL_EPISODES = 100_000, 10_000, 10
-FIXED = ("env_id", "seed", "lstm", "total_timesteps", "eval_freq", "eval_episodes", "checkpoint_freq")  # not for --set
-SEEDS = [1, 2, 3, 4, 5, 11, 12, 13, 14, 15, 16, 17, 18]
 SPS_STEPS = 50_000  # each side of the SPS pair
-# Our runs of sb3-contrib 2.9.2's RecurrentPPO (sb3_contrib below, 100k steps), recorded: they do not depend on our
-# code, so the table uses them unless --learners names sb3-contrib. {seed: (first eval >= 475, stable solve, final
-# eval)}. Seeds 1-5: 2026-11-23, `python benchmarks/bench_lstm_cartpole_novel.py --seeds 1 2 3 4 5` (commit 188f716,
-# re-run with the same outcomes at 3801aba); seeds 11-18: 2026-11-23, commit 3801aba, `python
-# benchmarks/bench_lstm_cartpole_novel.py --learners sb3-contrib --seeds 11 12 13 14 15 16 17 18` (docs/ppo_puffer_
-# async.md at git HEAD 46636a5, "cartpole-novel vs sb3-contrib" and the seeds 11-18 table).
-SB3_CONTRIB_RECORDED_DATE = "2026-11-23"
-SB3_CONTRIB_RECORDED = {
-    1: (20_000, None, 384),
-    2: (20_000, 20_000, 500),
-    3: (40_000, None, 192),
-    4: (30_000, None, 339),
-    5: (50_000, 50_000, 500),
-    11: (30_000, None, 410),
-    12: (10_000, None, 273),
-    13: (50_000, 50_000, 500),
-    14: (40_000, 40_000, 500),
-    15: (20_000, None, 282),
-    16: (20_000, None, 473),
-    17: (20_000, 20_000, 500),
-    18: (20_000, 70_000, 500),
-}
 
 
 def ours(seed, lstm, changes=None, total=TOTAL):
@@ -179,12 +141,6 @@ def sb3_contrib(seed, make_env=make_cartpole_novel, total=TOTAL, eval_every=EVAL
     return evals, total / (wall - eval_time[0]), wall
 
 
-def summary(evals):
-    first = next((s for s, v in evals if v >= 475), None)
-    stable = next((s for i, (s, v) in enumerate(evals) if all(w >= 475 for _, w in evals[i:])), None)
-    return first, stable, evals[-1][1] if evals else float("nan")
-
-
 def speed_worker(learner: str, steps: int, out: str) -> None:
     """One side of the SPS pair, in its own (pinned) process, seed 1: writes {"sps"} to `out`."""
     torch.set_num_threads(1)
@@ -221,51 +177,8 @@ def speed_pair(steps: int, cores) -> dict:
         return {"lstm": mine.result(), "sb3-contrib": theirs.result(), "wall": time.time() - start}
 
 
-def steps_text(steps) -> str:
-    """30k; - for none (or an infinite median: most seeds never got there)."""
-    return "-" if steps is None or not np.isfinite(steps) else f"{steps / 1000:g}k"
-
-
-def seeds_text(seeds) -> str:
-    """1-5, 11-18 for runs of consecutive seeds."""
-    groups = []
-    for seed in seeds:
-        if groups and seed == groups[-1][-1] + 1:
-            groups[-1].append(seed)
-        else:
-            groups.append([seed])
-    return ", ".join(f"{g[0]}-{g[-1]}" if len(g) > 2 else ", ".join(map(str, g)) for g in groups)
-
-
-def learner_row(name, outcomes, sps) -> list:
-    """The docs' row of one learner from its per-seed (first, stable, final)."""
-    firsts, stables, finals = zip(*outcomes)
-    median = np.median([f if f is not None else np.inf for f in firsts])
-    solved = sum(s is not None for s in stables)
-    final = f"{finals[0]:.0f} x {len(finals)}" if len(set(finals)) == 1 else " / ".join(f"{f:.0f}" for f in finals)
-    first = " / ".join(map(steps_text, firsts)) + f" (median **{steps_text(median)}**)" if any(firsts) else "-"
-    stable = (" / ".join(map(steps_text, stables)) + " " if solved else "") + f"(**{solved} of {len(stables)}**)"
-    return [name, first, stable, final, sps]
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, nargs="+", default=SEEDS)
-    parser.add_argument(
-        "--learners",
-        nargs="+",
-        default=["lstm", "mlp"],
-        choices=["lstm", "sb3-contrib", "mlp"],
-        help="sb3-contrib: run its learning runs instead of showing SB3_CONTRIB_RECORDED",
-    )
-    parser.add_argument(
-        "--set",
-        nargs="+",
-        default=[],
-        metavar="NAME=VALUE",
-        help="our flags changed from the cartpole-novel defaults, e.g. learning_rate=1e-3 gamma=0.99",
-    )
-    parser.add_argument("--sps-only", action="store_true", help="only the side-by-side SPS pair")
     parser.add_argument("--sps-timesteps", type=int, default=SPS_STEPS, help="steps of each side of the SPS pair")
     parser.add_argument("--cores", type=int, nargs="+", default=[0, 1], help="the SPS pair: sb3-contrib on the first")
     parser.add_argument("--speed-worker", nargs=3, help=argparse.SUPPRESS)  # internal: one side of the SPS pair
@@ -273,124 +186,27 @@ def main():
     if opts.speed_worker:
         learner, steps, out = opts.speed_worker
         return speed_worker(learner, int(steps), out)
-    if opts.sps_only:
-        pair = speed_pair(opts.sps_timesteps, opts.cores)
-        print(
-            f"seed 1, {opts.sps_timesteps:,} steps each, side by side: ours --lstm {pair['lstm']:,.0f} SPS, "
-            f"sb3-contrib {pair['sb3-contrib']:,.0f} SPS: {pair['lstm'] / pair['sb3-contrib']:.2f}x"
-        )
-        return
-    changes = {}
-    for item in opts.set:
-        name, _, value = item.partition("=")
-        if name not in ppo_puffer_async.Args.__dataclass_fields__ or not value:
-            raise SystemExit(f"--set {item}: expected NAME=VALUE with NAME a field of ppo_puffer_async.Args")
-        if name in FIXED:
-            raise SystemExit(f"--set {name}: the benchmark sets it itself (the seed: --seeds; the LSTM: --learners)")
-        try:
-            changes[name] = ast.literal_eval(value)  # numbers, True/False, None
-        except (ValueError, SyntaxError):
-            changes[name] = value  # a word, e.g. advantage=lambda-return
     start = time.time()
-    print(
-        f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, torch {torch.__version__}, {TOTAL:,} steps per run"
-        + (f"; ours with {changes}" if changes else "")
-    )
-    print("| learner | seed | first eval >= 475 | stable solve | final eval | train SPS |")
-    print("|---|---|---|---|---|---|")
-    outcomes, runs = {learner: [] for learner in opts.learners}, []
-    for seed in opts.seeds:
-        for learner in opts.learners:
-            evals, sps, wall = sb3_contrib(seed) if learner == "sb3-contrib" else ours(seed, learner == "lstm", changes)
-            first, stable, final = summary(evals)
-            outcomes[learner].append((first, stable, final))
-            runs.append(dict(learner=learner, seed=seed, first=first, stable=stable, final=final, sps=sps, wall=wall))
-            cells = [f"{x:,}" if x is not None else "-" for x in (first, stable)]
-            print(f"| {learner} | {seed} | {cells[0]} | {cells[1]} | {final:.0f} | {sps:,.0f} |", flush=True)
-    pair = speed_pair(opts.sps_timesteps, opts.cores) if "lstm" in opts.learners and not changes else None
-    recorded = "sb3-contrib" not in opts.learners and set(opts.seeds) <= set(SB3_CONTRIB_RECORDED)
-    if recorded:
-        outcomes["sb3-contrib"] = [SB3_CONTRIB_RECORDED[seed] for seed in opts.seeds]
-    sps = {"lstm": "not measured", "sb3-contrib": "not measured", "mlp": "-"}
-    if pair:
-        sps["lstm"] = f"{pair['lstm']:,.0f} (**{pair['lstm'] / pair['sb3-contrib']:.2f}x** sb3-contrib's)"
-        sps["sb3-contrib"] = f"{pair['sb3-contrib']:,.0f}"
-    names = {
-        "lstm": "`ppo_puffer_async.py --lstm`" + (f" with {changes}" if changes else ""),
-        "sb3-contrib": f"sb3-contrib {__import__('sb3_contrib').__version__} RecurrentPPO, RL Zoo's settings",
-        "mlp": "`ppo_puffer_async.py`, MLP (no memory)" + (f" with {changes}" if changes else ""),
-    }
-    if recorded:
-        names["sb3-contrib"] = (
-            f"sb3-contrib 2.9.2 RecurrentPPO, RL Zoo's settings (recorded runs, {SB3_CONTRIB_RECORDED_DATE})"
-        )
-    columns = [
-        "learner",
-        f"first eval >= 475, seeds {seeds_text(opts.seeds)}",
-        "stable solve (every later eval >= 475)",
-        "final eval",
-        f"training SPS, side by side (seed 1, {opts.sps_timesteps // 1000}k steps, one core each)",
-    ]
+    pair = speed_pair(opts.sps_timesteps, opts.cores)
+    ratio = pair["lstm"] / pair["sb3-contrib"]
+    version = __import__("sb3_contrib").__version__
+    columns = ["learner", "training SPS, side by side", "ratio"]
     rows = [
-        learner_row(names[learner], outcomes[learner], sps[learner])
-        for learner in ("lstm", "sb3-contrib", "mlp")
-        if outcomes.get(learner)
+        ["`ppo_puffer_async.py --lstm`, its cartpole-novel preset", f"{pair['lstm']:,.0f}", f"**{ratio:.2f}x**"],
+        [f"sb3-contrib {version} RecurrentPPO, RL Zoo's settings", f"{pair['sb3-contrib']:,.0f}", ""],
     ]
     print(results_module.markdown(columns, rows))
-    default = opts.seeds == SEEDS and not changes and opts.sps_timesteps == SPS_STEPS
-    if default and set(opts.learners) in ({"lstm", "mlp"}, {"lstm", "mlp", "sb3-contrib"}):
+    if opts.sps_timesteps == SPS_STEPS:
         notes = [
-            "100k steps per run at the cartpole-novel defaults; a deterministic evaluation of 10 episodes every 10k "
-            "steps on a separate env, the LSTM state carried through each episode; runs one at a time. sb3-contrib's "
-            "RecurrentPPO runs RL Zoo's CartPoleNoVel-v1 settings (8 envs x 32 steps, 20 epochs, 64-wide LSTMs, "
-            "gamma 0.98, lambda 0.8, `VecNormalize`)"
-            + (
-                f"; its row: our recorded runs of it (sb3-contrib 2.9.2, {SB3_CONTRIB_RECORDED_DATE}), which do not "
-                "depend on our code (`python benchmarks/bench_lstm_cartpole_novel.py --learners sb3-contrib` re-runs "
-                "them)."
-                if recorded
-                else "; its runs here, the same seeds."
-            ),
-            f"Training SPS: ours `--lstm` and sb3-contrib's RecurrentPPO trained side by side in this run, seed 1, "
-            f"{opts.sps_timesteps:,} steps each, one core and one torch thread each, evaluation excluded; the ratio "
-            "is ours over sb3-contrib's.",
+            f"Seed 1, {opts.sps_timesteps:,} steps each, trained side by side, one core and one torch thread each, "
+            "evaluation time left out; the ratio is ours over sb3-contrib's."
         ]
-        if recorded:
-            runs += [
-                dict(
-                    learner=f"sb3-contrib (recorded, {SB3_CONTRIB_RECORDED_DATE})",
-                    seed=seed,
-                    first=first,
-                    stable=stable,
-                    final=final,
-                )
-                for seed, (first, stable, final) in zip(opts.seeds, outcomes["sb3-contrib"])
-            ]
-        runs.append(
-            dict(
-                learner="lstm beside sb3-contrib",
-                seed=1,
-                steps=opts.sps_timesteps,
-                sps=pair["lstm"],
-                sb3_contrib_sps=pair["sb3-contrib"],
-            )
-        )
-        ours_solved = sum(stable is not None for _, stable, _ in outcomes["lstm"])
-        theirs_solved = sum(stable is not None for _, stable, _ in outcomes["sb3-contrib"])
-        readme = dict(
-            task="CartPole without velocities (cartpole-novel), `ppo_puffer_async.py --lstm` against "
-            "sb3-contrib's RecurrentPPO",
-            result=f"stably solved on {ours_solved} of {len(opts.seeds)} "
-            f"seeds in 100k steps (sb3-contrib: {theirs_solved} of {len(opts.seeds)})",
-            page="docs/ppo_puffer_async.md#recurrent-policies---lstm",
-            order=10,
-        )
+        runs = [dict(learner=learner, sps=pair[learner]) for learner in ("lstm", "sb3-contrib")]
         results_module.save(
-            "cartpole-novel",
+            "cartpole-novel-speed",
             (time.time() - start) / 60,
             table=dict(columns=columns, rows=rows, notes=notes),
             runs=runs,
-            readme=readme,
         )
 
 

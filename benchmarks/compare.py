@@ -297,7 +297,8 @@ def fmt(x: float) -> str:
 
 
 def slug(text: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
+    """A folder's or a value's name: "ours --lstm" -> "ours-lstm"."""
+    return "-".join("".join(c if c.isalnum() else " " for c in text.lower()).split())
 
 
 def curves_hash(runs: list) -> str:
