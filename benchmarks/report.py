@@ -240,7 +240,7 @@ def png_description(path) -> str:
 def render_figure(name: str, results: dict, page, check: bool, drawn: list) -> str:
     """The text between a figure's markers: the image, and under it the stamp of the results it was drawn from. The
     PNG is drawn again where its curves' hash differs from the results' (with check, the name goes to `drawn`)."""
-    if name not in results:
+    if name not in results or "suite" not in results[name]:  # no suite's results file yet
         command, minutes = BENCHES[name]
         return f"*Not measured on this commit yet: `{command}` ({duration(minutes)}) draws this figure.*\n"
     import compare
