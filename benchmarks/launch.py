@@ -239,7 +239,8 @@ def main(argv=None):
     minutes = sum(run["minutes"] * job_cores(suite, run["label"]) for run in runs)
     readme = None
     if "readme" in suite:  # the README's row: the first learner against each other, score by score
-        readme = {**suite["readme"], "result": readme_result(values, suite["learners"][0]["label"])}
+        labels = [learner["label"] for learner in suite["learners"]]
+        readme = {**suite["readme"], "result": readme_result(values, labels)}
     sys.argv = [word for word in sys.argv if word != "--keep"]  # the stamp's command: the one that runs the suite
     path = results_module.save(
         suite["name"],
@@ -255,18 +256,24 @@ def main(argv=None):
     return 0
 
 
-def readme_result(values: dict, first: str) -> str:
-    """ "<first> against the others, final: on par; whole run: better" (with several envs or others, counted)."""
-    per_score = {}
-    for key, word in values.items():
-        if key.endswith(".verdict"):
-            per_score.setdefault(key.split(".")[-2].replace("-", " "), []).append(word)
+def readme_result(values: dict, labels: list) -> str:
+    """ "against SB3 A2C, final: on par, whole run: better": the first learner against each other one, per score
+    (with several envs, counted: "better on 3 of 4")."""
     parts = []
-    for score, words in per_score.items():
-        counts = {word: words.count(word) for word in dict.fromkeys(words)}
-        said = ", ".join(word if len(words) == 1 else f"{word} {n} of {len(words)}" for word, n in counts.items())
-        parts.append(f"{score}: {said}")
-    return "; ".join(parts) + f" ({first} against the others: 95% intervals of the IQM)"
+    for label in labels[1:]:
+        per_score = {}
+        for key, word in values.items():
+            if key.startswith(f"{compare.slug(label)}.") and key.endswith(".verdict"):
+                per_score.setdefault(key.split(".")[-2].replace("-", " "), []).append(word)
+        said = []
+        for score, words in per_score.items():
+            counts = {word: words.count(word) for word in dict.fromkeys(words)}
+            if len(words) == 1:
+                said.append(f"{score} {words[0]}")
+            else:
+                said.append(f"{score} " + ", ".join(f"{word} on {n} of {len(words)}" for word, n in counts.items()))
+        parts.append(f"against {label}: " + ", ".join(said))
+    return f"{labels[0]} " + "; ".join(parts) + " (95% intervals of the IQM)"
 
 
 def job_cores(suite: dict, label: str) -> int:
