@@ -236,6 +236,7 @@ def main(argv=None):
     data["learners"] = suite["learners"]
     data["page"] = suite.get("page")
     data["figure"] = str(figure.relative_to(ROOT))
+    data["runs_made_at"] = sorted({run["commit"] for run in runs if run.get("commit")})  # a launch with --keep
     minutes = sum(run["minutes"] * job_cores(suite, run["label"]) for run in runs)
     readme = None
     if "readme" in suite:  # the README's row: the first learner against each other, score by score

@@ -113,6 +113,9 @@ def stamp_line(result: dict) -> str:
             f"(`scripts/fixed_seed_runs.py`: {', '.join(kept['cases'])}) are bit-identical on commit "
             f"{kept['identical_on']}"
         )
+    made_at = [commit for commit in result.get("suite", {}).get("runs_made_at", []) if commit != result["commit"]]
+    if made_at:  # a suite's table computed again from runs made on earlier commits
+        since += f" (its runs: commit{'s' * (len(made_at) > 1)} {', '.join(made_at)})"
     return (
         f"<sub>`{result['command']}` ({duration(result['minutes'])}) · commit {result['commit']}, "
         f"{result['date']}{since} · {result['machine']} · {versions}</sub>"

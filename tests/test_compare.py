@@ -199,3 +199,23 @@ def test_every_suite_runs_commands_that_exist_at_least_three_seeds_and_normalize
     for line in lines:
         script = line.split(" && ")[1].split()[1]
         assert Path(script).exists(), script
+
+
+def test_report_redraws_a_figure_whose_curves_changed_and_check_says_so(tmp_path):
+    import report
+
+    result = json.loads((ROOT / "benchmarks" / "results" / "a2c-cartpole-sb3.json").read_text())
+    result["suite"]["figure"] = str(tmp_path / "figure.png")
+    drawn = []
+    page = ROOT / "docs" / "a2c.md"
+    text = report.render_figure("a2c-cartpole-sb3", {"a2c-cartpole-sb3": result}, page, True, drawn)
+    assert drawn == ["a2c-cartpole-sb3"] and not Path(result["suite"]["figure"]).exists()  # --check draws nothing
+    assert "figure.png)" in text and "python benchmarks/launch.py a2c-cartpole-sb3" in text
+    pytest.importorskip("matplotlib")
+    report.render_figure("a2c-cartpole-sb3", {"a2c-cartpole-sb3": result}, page, False, [])
+    drawn = []
+    report.render_figure("a2c-cartpole-sb3", {"a2c-cartpole-sb3": result}, page, True, drawn)
+    assert drawn == []  # drawn from these curves: current
+    result["runs"][0]["curve"][-1][3] -= 1.0
+    report.render_figure("a2c-cartpole-sb3", {"a2c-cartpole-sb3": result}, page, True, drawn)
+    assert drawn == ["a2c-cartpole-sb3"]
