@@ -8,7 +8,8 @@ intervals) and its figure from those events, with benchmarks/compare.py. In the 
     python benchmarks/launch.py mujoco --only ours --seeds 1     # part of a suite: prints its table, saves nothing
     python benchmarks/launch.py mujoco --keep                    # results from the runs done so far, none launched
 
-A suite names its title, the compared tag, the budget in env steps, the seeds, the docs page its figure goes to,
+A suite names its title, the compared tag, the budget in env steps, the seeds (env_seeds: fewer for an env whose
+runs take long), the docs page its figure goes to,
 per-env (random, reference) scores for the aggregate, and its learners: a label, the envs, a command with {python},
 {root}, {env}, {seed}, {budget} and {cleanrl} (--cleanrl: a clone of CleanRL, for its scripts) in it, the cores
 one run uses (default 1: a run that uses two takes two workers), and optionally its own ids for the suite's envs
@@ -63,6 +64,8 @@ def jobs_of(suite: dict, out: Path, only: list, seeds: list, cleanrl: str = "") 
             if only and learner["label"] not in only:
                 continue
             for env in learner["envs"]:
+                if seed not in suite.get("env_seeds", {}).get(env, seeds):  # an env whose runs take fewer seeds
+                    continue
                 command = learner["command"].format(
                     python=learner.get("python", sys.executable),
                     root=ROOT,
