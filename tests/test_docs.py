@@ -252,7 +252,9 @@ def hand_written_figures(text: str) -> list:
     text = INLINE_CODE.sub(lambda m: blank(m, "C"), text)
     text = TAG.sub(blank, LINK_TARGET.sub(blank, text))
     # the words of a paragraph, or of a table's row, are one run; a word is near the five either side of it in its run
-    words, run, after_row = [], 0, False
+    words = []
+    run = 0
+    after_row = False
     for line in re.finditer(r".*\n?", text):
         row = line.group(0).lstrip().startswith("|")
         run += row or after_row or not line.group(0).strip()
