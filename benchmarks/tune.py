@@ -1,0 +1,602 @@
+"""Tune a script's flags on a laptop's time budget: an Optuna search (TPE; journal file, no database server) over a
+search space written as data, several seeds per trial, bad trials pruned on their learning curves, and the winner
+proved on seeds the search never used, beside the defaults, with IQMs and 95% intervals (benchmarks/compare.py).
+In the manner of CleanRL's `cleanrl_utils/tuner.py`: each trial runs the script, reads its score back from the run's
+TensorBoard events, and normalizes each env's score by a random and a reference score so that several envs tune at
+once.
+
+    python benchmarks/tune.py acrobot --hours 0.5                 # search, then prove the winner on unseen seeds
+    python benchmarks/tune.py acrobot --hours 0.5                 # again after Ctrl-C: goes on from its journal
+    python benchmarks/tune.py tetris-puffer --hours 12 --run-minutes 20
+    optuna-dashboard tune_runs/acrobot/journal.log    # the trials in a browser (pip install optuna-dashboard)
+
+A space is a TOML file, benchmarks/spaces/NAME.toml: its title, the script, its envs, the tag scored, the seeds each
+trial runs (at least 3), the unseen seeds of the proof, the step budget of a run (or --run-minutes: the budget the
+defaults reach in that many minutes, measured once by a short run of the defaults and kept in the journal), per-env
+(random, reference) scores, and the flags searched, each a range (`low`, `high`, optional `log`; integers where both
+bounds are) or a list of `choices`.
+
+- Trial 0 is the defaults (the script's preset for the first env); every flag's range must hold its default.
+- A trial runs the seeds one after another, each on every env. Its value is the mean over seeds of the normalized
+  final score (the mean of the values in the last tenth of the budget, as compare.py scores a run) minus one standard
+  error of that mean, so that a lucky seed does not win. While a run trains, its curve is read every few seconds and
+  reported at each tenth of its budget; the pruner (Optuna's median pruner, or successive halving) stops a trial
+  that falls behind the others at the same point of the same seed.
+- --hours is the whole job, search and proof: no trial starts once the time left is what the proof needs. The time
+  spent is kept in the journal, so a search stopped and started again goes on with what is left. Ctrl-C stops the
+  runs in flight; the trials they belonged to run again from their start at the next launch.
+- The proof: the best two trials and the defaults, on the space's proof seeds, through benchmarks/launch.py's
+  runner; the results file benchmarks/results/tune-NAME.json holds every trial (settings, value, cost, state), the
+  proof's table and curves, and the verdict: better where the winner's interval of the normalized IQM lies above the
+  defaults', on par where they overlap, worse where below. The winner's preset (every flag of the script for the
+  env) is written to OUT/preset.py, in the form of common/presets.py.
+"""
+
+import argparse
+import dataclasses
+import importlib.util
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare  # noqa: E402
+import launch  # noqa: E402
+import results as results_module  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(1, str(ROOT))  # common/, for the scripts' presets
+SPACES = ROOT / "benchmarks" / "spaces"
+FIGURES = ROOT / "docs" / "figures"
+# the function of common/presets.py that gives each script's flags for an env (ppo_tetris.py takes Tetris only)
+PRESET_OF = {"ppo_puffer_async.py": "ppo_puffer_async", "a2c_cartpole.py": "a2c_cartpole", "ppo_tetris.py": None}
+COMMAND = "{python} {root}/{script} --env-id {env} --seed {seed} --total-timesteps {budget} --checkpoint-freq 0"
+REPORTS = 10  # a run's curve reaches the pruner at each tenth of its budget
+POLL_SECONDS = 2.0
+
+
+# ----- the search space -----
+
+
+def load_space(name: str) -> dict:
+    path = Path(name) if name.endswith(".toml") else SPACES / f"{name}.toml"
+    if not path.exists():
+        known = ", ".join(sorted(p.stem for p in SPACES.glob("*.toml")))
+        raise SystemExit(f"error: no search space {name!r} (benchmarks/spaces/ has: {known})")
+    space = tomllib.loads(path.read_text())
+    space["name"] = path.stem
+    for key in ("title", "script", "envs", "tag", "seeds", "proof_seeds", "params"):
+        if key not in space:
+            raise SystemExit(f"error: {path}: the space names no {key!r}")
+    if set(space["seeds"]) & set(space["proof_seeds"]):
+        raise SystemExit(f"error: {path}: proof_seeds must be seeds the search never uses")
+    if len(space["envs"]) > 1 and set(space["envs"]) - set(space.get("normalize", {})):
+        raise SystemExit(f"error: {path}: with several envs, [normalize] needs a (random, reference) for each")
+    return space
+
+
+def script_defaults(space: dict) -> dict:
+    """Every flag of the script's run of the space's first env, {field: value}: its preset (common/presets.py)."""
+    from common import presets, run
+
+    spec = importlib.util.spec_from_file_location(f"tuned_{Path(space['script']).stem}", ROOT / space["script"])
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)  # importing a script starts no training
+    preset_of = PRESET_OF.get(space["script"])
+    preset_function = getattr(presets, preset_of) if preset_of else None
+    args = run.defaults(script.Args, Path(space["script"]).stem, preset_function, ["--env-id", space["envs"][0]])
+    return dataclasses.asdict(args)
+
+
+def field(flag: str) -> str:
+    return flag.replace("-", "_")
+
+
+def check_defaults(space: dict, defaults: dict) -> dict:
+    """The defaults of the searched flags, {flag: value}; a one-line error where a flag is unknown or its default lies
+    outside its range (trial 0 must be the defaults)."""
+    chosen = {}
+    for flag, spec in space["params"].items():
+        if field(flag) not in defaults:
+            raise SystemExit(f"error: {space['script']} has no flag --{flag} (fix [params] in the space)")
+        value = defaults[field(flag)]
+        inside = value in spec["choices"] if "choices" in spec else spec["low"] <= value <= spec["high"]
+        if not inside:
+            raise SystemExit(f"error: --{flag}'s default {value!r} lies outside its range in the space: widen it")
+        chosen[flag] = value
+    return chosen
+
+
+def suggest(trial, flag: str, spec: dict):
+    """The trial's value of one flag: a choice, an integer range or a float range (log-uniform where `log`)."""
+    if "choices" in spec:
+        return trial.suggest_categorical(flag, spec["choices"])
+    if isinstance(spec["low"], int) and isinstance(spec["high"], int):
+        return trial.suggest_int(flag, spec["low"], spec["high"], log=spec.get("log", False))
+    return trial.suggest_float(flag, spec["low"], spec["high"], log=spec.get("log", False))
+
+
+def flags_of(params: dict) -> str:
+    """--learning-rate 0.001 --anneal-lr / --no-anneal-lr: params as the script's command line."""
+    words = []
+    for flag, value in params.items():
+        if isinstance(value, bool):
+            words.append(f"--{flag}" if value else f"--no-{flag}")
+        else:
+            words.append(f"--{flag} {value}")
+    return " ".join(words)
+
+
+def command_of(space: dict, env: str, seed: int, budget: int, params: dict) -> str:
+    template = space.get("command", COMMAND).replace("{script}", space["script"])
+    command = template.format(python=sys.executable, root=ROOT, env=env, seed=seed, budget=budget)
+    return f"{command} {flags_of(params)}"
+
+
+# ----- scores -----
+
+
+def normalized(score: float, env: str, space: dict) -> float:
+    """(score - random) / (reference - random) where the space gives the env's pair, else the score itself."""
+    if env not in space.get("normalize", {}):
+        return score
+    random_score, reference = space["normalize"][env]
+    return (score - random_score) / (reference - random_score)
+
+
+def trial_value(seed_scores: list) -> float:
+    """The mean over seeds minus one standard error of that mean (the sample standard deviation / sqrt(n)): a setting
+    must be good on every seed, not on one."""
+    scores = np.asarray(seed_scores, dtype=float)
+    if len(scores) < 2:
+        return float(scores.mean())
+    return float(scores.mean() - scores.std(ddof=1) / math.sqrt(len(scores)))
+
+
+def report_points(curve: list, budget: int, reported: int) -> list:
+    """[(k, value)] for each tenth k of the budget the curve has passed since `reported` tenths: the mean of its
+    values in that tenth (the last value before it where the tenth has none)."""
+    points = []
+    for k in range(reported + 1, REPORTS + 1):
+        end = k * budget / REPORTS
+        if not curve or curve[-1][1] < end:
+            break
+        window = [row[3] for row in curve if end - budget / REPORTS < row[1] <= end]
+        before = [row[3] for row in curve if row[1] <= end]
+        if not before:
+            break
+        points.append((k, float(np.mean(window)) if window else before[-1]))
+    return points
+
+
+def live_curve(folder: Path, tag: str) -> list:
+    """The curve a run has written so far; empty before its first value of `tag`."""
+    runs = compare.run_folders(str(folder))
+    if len(runs) != 1:
+        return []
+    try:
+        return compare.read_curve(runs[0], tag)
+    except SystemExit:  # the tag is not written yet
+        return []
+
+
+def calibrate(space: dict, defaults: dict, minutes: float, out: Path) -> int:
+    """The step budget the defaults reach in `minutes` of training: a short run of the defaults
+    (space["calibrate_steps"]) measures their steps per second (charts/SPS, the script's own), rounded to two
+    significant figures."""
+    steps = space.get("calibrate_steps", 20_000)
+    folder = out / "calibrate"
+    job = {"folder": folder, "cores": space.get("cores", 1)}
+    job["command"] = command_of(space, space["envs"][0], space["seeds"][0], steps, defaults)
+    print(f"tune: measuring the defaults' speed ({steps:,} steps): {job['command']}", flush=True)
+    process = launch.start(job, list(range(job["cores"])))
+    if process.wait() != 0:
+        raise SystemExit(f"error: the calibration run failed: {folder / 'log.txt'}")
+    process.log.close()
+    sps = live_curve(folder, "charts/SPS")[-1][3]
+    budget = sps * 60 * minutes
+    rounded = int(round(budget, 1 - int(math.floor(math.log10(budget)))))
+    print(f"tune: the defaults train at {sps:,.0f} steps/s: {minutes:g} min is a budget of {rounded:,} steps")
+    return rounded
+
+
+# ----- the search -----
+
+
+def new_run(entry: dict, space: dict, budget: int, out: Path, cores: list) -> None:
+    """Starts the trial's next run (seed by seed, each seed on every env)."""
+    seed = space["seeds"][entry["run"] // len(space["envs"])]
+    env = space["envs"][entry["run"] % len(space["envs"])]
+    folder = out / "trials" / str(entry["trial"].number) / env / f"seed{seed}"
+    entry["job"] = {"folder": folder, "cores": len(cores), "env": env, "seed": seed}
+    entry["job"]["command"] = command_of(space, env, seed, budget, entry["params"])
+    entry["process"] = launch.start(entry["job"], cores)
+    entry["reported"] = 0
+
+
+def step_trial(entry: dict, study, space: dict, budget: int) -> str:
+    """Reads the run's curve, reports it to the pruner; "running", "pruned", "run done" or "failed"."""
+    job = entry["job"]
+    finished = entry["process"].poll() is not None  # before reading: a finished run's curve is whole
+    curve = live_curve(job["folder"], space["tag"])
+    for k, value in report_points(curve, budget, entry["reported"]):
+        step = entry["run"] * REPORTS + k  # the same point of the same seed and env in every trial
+        entry["trial"].report(normalized(value, job["env"], space), step)
+        entry["reported"] = k
+        if entry["trial"].should_prune():
+            return "pruned"
+    if not finished:
+        return "running"
+    if entry["process"].returncode != 0 or not curve:
+        return "failed"
+    score = compare.final_score(curve, budget, compare.SCORES["final"])
+    entry["scores"].setdefault(job["seed"], {})[job["env"]] = score
+    entry["run_seconds"].append(time.time() - entry["process"].started)
+    return "run done"
+
+
+def seed_means(scores: dict, space: dict) -> list:
+    """Per finished seed (every env done), the mean over envs of the normalized scores."""
+    means = []
+    for by_env in scores.values():
+        if len(by_env) == len(space["envs"]):
+            means.append(float(np.mean([normalized(by_env[env], env, space) for env in space["envs"]])))
+    return means
+
+
+def stop_process(entry: dict) -> None:
+    process = entry["process"]
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)  # our scripts close their workers on Ctrl-C
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    process.log.close()
+
+
+def finish(entry: dict, study, state, value=None) -> None:
+    import optuna
+
+    trial = entry["trial"]
+    trial.set_user_attr("seconds", round(time.time() - entry["started"], 1))
+    trial.set_user_attr("cores", entry["job"]["cores"])
+    trial.set_user_attr("scores", {str(seed): by_env for seed, by_env in entry["scores"].items()})
+    trial.set_user_attr("run_seconds", [round(s, 1) for s in entry["run_seconds"]])
+    if state == optuna.trial.TrialState.COMPLETE:
+        study.tell(trial, value)
+    else:
+        study.tell(trial, state=state)
+
+
+def run_seconds_of(study) -> float:
+    """A run's wall time: the median over every finished run of the search (0 before the first)."""
+    seconds = [s for trial in study.trials for s in trial.user_attrs.get("run_seconds", [])]
+    return float(np.median(seconds)) if seconds else 0.0
+
+
+def progress_line(study, running: list, spent: float, hours, proof_seconds: float) -> str:
+    import optuna
+
+    states = [trial.state for trial in study.trials]
+    done = states.count(optuna.trial.TrialState.COMPLETE)
+    pruned = states.count(optuna.trial.TrialState.PRUNED)
+    failed = states.count(optuna.trial.TrialState.FAIL)
+    line = f"tune: {done} trials done, {pruned} pruned, {failed} stopped or failed, {len(running)} running"
+    if done:
+        best = study.best_trial
+        line += f"; best {best.value:.3f} (trial {best.number}: {flags_of(best.params)})"
+    line += f"; {spent / 3600:.2f} h spent"
+    if hours:
+        line += f", {max(hours - spent / 3600, 0):.2f} h left (the proof needs {proof_seconds / 3600:.2f} h)"
+    return line
+
+
+def search(study, space: dict, budget: int, out: Path, opts, defaults: dict) -> None:
+    """Runs trials until --n-trials have started or the time left is what the proof needs; Ctrl-C stops the runs in
+    flight and marks their trials stopped (they run again at the next launch)."""
+    import optuna
+
+    cores_per_run = space.get("cores", 1)
+    slots = [list(range(i * cores_per_run, (i + 1) * cores_per_run)) for i in range(opts.workers // cores_per_run)]
+    if not slots:
+        raise SystemExit(f"error: a run of this space takes {cores_per_run} cores: pass --workers {cores_per_run}")
+    spent_before = study.user_attrs.get("seconds", 0.0)
+    begun = time.time()
+    running = []
+    last_line = 0.0
+
+    def spent() -> float:
+        return spent_before + time.time() - begun
+
+    def proof_seconds() -> float:
+        runs = 3 * len(space["proof_seeds"]) * len(space["envs"])
+        return runs * run_seconds_of(study) * cores_per_run / opts.workers
+
+    def may_start() -> bool:
+        if opts.n_trials is not None and started_count(study) >= opts.n_trials:
+            return False
+        if opts.hours is None:
+            return True
+        trial_seconds = len(space["seeds"]) * len(space["envs"]) * run_seconds_of(study)
+        return spent() + trial_seconds + proof_seconds() <= opts.hours * 3600
+
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # `kill` stops a search as Ctrl-C does
+    try:
+        while True:
+            while slots and may_start():
+                trial = study.ask()
+                params = {flag: suggest(trial, flag, spec) for flag, spec in space["params"].items()}
+                entry = {"trial": trial, "params": params, "run": 0, "scores": {}, "run_seconds": []}
+                entry["started"] = time.time()
+                entry["cores"] = slots.pop(0)
+                new_run(entry, space, budget, out, entry["cores"])
+                running.append(entry)
+                print(f"tune: trial {trial.number} started: {flags_of(params)}", flush=True)
+            if not running:
+                break
+            time.sleep(POLL_SECONDS)
+            for entry in list(running):
+                state = step_trial(entry, study, space, budget)
+                if state == "running":
+                    continue
+                if state == "run done" and entry["run"] + 1 < len(space["seeds"]) * len(space["envs"]):
+                    entry["process"].log.close()
+                    entry["run"] += 1
+                    new_run(entry, space, budget, out, entry["cores"])
+                    continue
+                stop_process(entry)
+                running.remove(entry)
+                slots.append(entry["cores"])
+                number = entry["trial"].number
+                if state == "run done":
+                    value = trial_value(seed_means(entry["scores"], space))
+                    finish(entry, study, optuna.trial.TrialState.COMPLETE, value)
+                    print(f"tune: trial {number} done: {value:.3f}", flush=True)
+                elif state == "pruned":
+                    finish(entry, study, optuna.trial.TrialState.PRUNED)
+                    print(f"tune: trial {number} pruned at run {entry['run'] + 1}, tenth {entry['reported']}")
+                else:
+                    finish(entry, study, optuna.trial.TrialState.FAIL)
+                    print(f"tune: trial {number} failed: {entry['job']['folder'] / 'log.txt'}", flush=True)
+                study.set_user_attr("seconds", round(spent(), 1))
+                print(progress_line(study, running, spent(), opts.hours, proof_seconds()), flush=True)
+                last_line = time.time()
+            if time.time() - last_line > 60:
+                print(progress_line(study, running, spent(), opts.hours, proof_seconds()), flush=True)
+                last_line = time.time()
+    except KeyboardInterrupt:
+        for entry in running:
+            stop_process(entry)
+            entry["trial"].set_user_attr("stopped", True)
+            finish(entry, study, optuna.trial.TrialState.FAIL)
+        study.set_user_attr("seconds", round(spent(), 1))
+        print("\ntune: stopped; the same command goes on from the journal (the stopped trials run again)")
+        sys.exit(130)
+
+
+def started_count(study) -> int:
+    """Trials started, those stopped by Ctrl-C left out (their settings run again as new trials)."""
+    import optuna
+
+    asked = [trial for trial in study.trials if trial.state != optuna.trial.TrialState.WAITING]
+    return len(asked) - len(study.user_attrs.get("requeued", []))
+
+
+def requeue_stopped(study) -> None:
+    """A trial stopped by Ctrl-C, or left running by a search that was killed, runs again from its start with its
+    settings: enqueued once, as a new trial."""
+    import optuna
+
+    requeued = study.user_attrs.get("requeued", [])
+    for trial in study.trials:
+        if trial.state == optuna.trial.TrialState.RUNNING:  # its search was killed: no one will finish it
+            study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+        stopped = trial.user_attrs.get("stopped") or trial.state == optuna.trial.TrialState.RUNNING
+        if stopped and trial.number not in requeued:
+            study.enqueue_trial(trial.params, user_attrs={"rerun_of": trial.number}, skip_if_exists=False)
+            requeued.append(trial.number)
+    study.set_user_attr("requeued", requeued)
+
+
+# ----- the proof on unseen seeds -----
+
+
+def best_two(study, defaults: dict) -> list:
+    """The two best finished trials whose settings differ from the defaults and from each other."""
+    import optuna
+
+    chosen = []
+    done = [trial for trial in study.trials if trial.state == optuna.trial.TrialState.COMPLETE]
+    for trial in sorted(done, key=lambda trial: -trial.value):
+        if trial.params != defaults and all(trial.params != other.params for other in chosen):
+            chosen.append(trial)
+    return chosen[:2]
+
+
+def prove(space: dict, study, defaults: dict, budget: int, out: Path, workers: int) -> dict:
+    """The best two trials and the defaults on the proof seeds, through the launcher; the table, the runs and the
+    verdict of the winner (the tuned setting with the higher normalized IQM) against the defaults."""
+    finalists = best_two(study, defaults)
+    if not finalists:
+        raise SystemExit("tune: no finished trial differs from the defaults: nothing to prove")
+    learners = [
+        {"label": f"trial {trial.number}", "envs": space["envs"], "params": trial.params} for trial in finalists
+    ]
+    learners.append({"label": "defaults", "envs": space["envs"], "params": defaults})
+    for learner in learners:
+        template = space.get("command", COMMAND).replace("{script}", space["script"])
+        learner["command"] = f"{template} {flags_of(learner['params'])}"
+        learner["cores"] = space.get("cores", 1)
+    suite = {"name": f"tune-{space['name']}", "learners": learners, "budget": budget}
+    jobs = launch.jobs_of(suite, out / "proof", [], space["proof_seeds"])
+    print(f"tune: the proof: {len(jobs)} runs on the unseen seeds {space['proof_seeds']}", flush=True)
+    failed = launch.launch(jobs, workers)
+    if failed:
+        raise SystemExit(f"error: {len(failed)} runs of the proof failed; launch again to run them")
+    runs = launch.read_runs(jobs, space["tag"])
+    normalize = {env: tuple(pair) for env, pair in space.get("normalize", {}).items()}
+    table, values = compare.tables(runs, budget, normalize, space["tag"])
+    groups = compare.group(runs)
+    estimates = {}
+    for learner in learners:
+        tasks = []
+        for env in space["envs"]:
+            finals = [compare.final_score(run["curve"], budget) for run in groups[env][learner["label"]]]
+            tasks.append([normalized(score, env, space) for score in finals])
+        estimates[learner["label"]] = compare.interval(compare.iqm, tasks)
+    winner = max(learners[:-1], key=lambda learner: estimates[learner["label"]][0])
+    word = compare.verdict(estimates[winner["label"]], estimates["defaults"])
+    proof = {"table": table, "values": values, "runs": runs, "learners": learners}
+    proof["estimates"] = estimates
+    proof["winner"] = winner
+    proof["verdict"] = word
+    return proof
+
+
+def preset_keys(space: dict, defaults_all: dict) -> list:
+    """The flags a preset of the script names (common/presets.py: each of a script's presets names the same ones);
+    every flag for ppo_tetris.py, which has no presets."""
+    from common import presets
+
+    tables = {"ppo_puffer_async.py": presets.PPO_PUFFER_ASYNC, "a2c_cartpole.py": presets.A2C_CARTPOLE}
+    if space["script"] not in tables:
+        return [name for name in defaults_all if name not in ("env_id", "seed")]
+    return list(next(iter(tables[space["script"]].values())))
+
+
+def preset_text(space: dict, defaults_all: dict, winner: dict, proof: dict) -> str:
+    """The winner as a preset: the flags a preset names, the tuned ones replaced, in the form of common/presets.py's
+    entries."""
+    tuned = {field(flag): value for flag, value in winner["params"].items()}
+    preset = {name: tuned.get(name, defaults_all[name]) for name in preset_keys(space, defaults_all)}
+    tuned_estimate = fmt_estimate(proof["estimates"][winner["label"]])
+    defaults_estimate = fmt_estimate(proof["estimates"]["defaults"])
+    lines = [
+        f"# {space['script']} on {', '.join(space['envs'])}: {winner['label']} of the search "
+        f"benchmarks/spaces/{space['name']}.toml, {proof['verdict']} against the defaults on the unseen seeds",
+        f"# {space['proof_seeds']} (normalized IQM and 95% interval: {tuned_estimate} against {defaults_estimate}).",
+        "dict(",
+    ]
+    lines += [f"    {name}={value!r}," for name, value in preset.items()]
+    lines.append(")")
+    return "\n".join(lines) + "\n"
+
+
+def fmt_estimate(estimate: tuple) -> str:
+    return f"{estimate[0]:.3f} [{estimate[1]:.3f}, {estimate[2]:.3f}]"
+
+
+def trials_table(study) -> dict:
+    """Every trial: number, state, value, cost in core-minutes, its settings."""
+    rows = []
+    for trial in study.trials:
+        minutes = trial.user_attrs.get("seconds", 0) * trial.user_attrs.get("cores", 1) / 60
+        value = f"{trial.value:.3f}" if trial.value is not None else ""
+        rows.append([trial.number, trial.state.name.lower(), value, f"{minutes:.1f}", flags_of(trial.params)])
+    return {"columns": ["trial", "state", "value", "core-minutes", "settings"], "rows": rows}
+
+
+def main(argv=None):
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("space", help="a search space's name (benchmarks/spaces/NAME.toml) or a .toml file")
+    parser.add_argument("--hours", type=float, help="wall-clock hours for the search and its proof (default: none)")
+    parser.add_argument("--n-trials", type=int, help="start at most this many trials (default: until --hours)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count(), help="cores to fill (default: all)")
+    parser.add_argument("--run-minutes", type=float, help="a run's budget: the steps the defaults take in this time")
+    parser.add_argument("--pruner", choices=["median", "halving", "none"], default="median")
+    parser.add_argument("--prune-after", type=int, default=5, help="finished trials before the median pruner acts")
+    parser.add_argument("--out", help="the journal and the runs (default: tune_runs/NAME)")
+    parser.add_argument("--no-proof", action="store_true", help="search only")
+    opts = parser.parse_args(argv)
+    if opts.hours is None and opts.n_trials is None:
+        raise SystemExit("error: give --hours (the time the search and its proof may take) or --n-trials")
+    space = load_space(opts.space)
+    if len(space["seeds"]) < 3:
+        raise SystemExit("error: seeds: a trial needs at least 3 seeds (one lucky seed must not win)")
+    out = Path(opts.out) if opts.out else ROOT / "tune_runs" / space["name"]
+    out.mkdir(parents=True, exist_ok=True)
+    defaults_all = script_defaults(space)
+    defaults = check_defaults(space, defaults_all)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = JournalStorage(JournalFileBackend(str(out / "journal.log")))
+    pruners = {
+        "median": optuna.pruners.MedianPruner(n_startup_trials=opts.prune_after, n_warmup_steps=REPORTS // 2),
+        "halving": optuna.pruners.SuccessiveHalvingPruner(),
+        "none": optuna.pruners.NopPruner(),
+    }
+    sampler = optuna.samplers.TPESampler(n_startup_trials=8, multivariate=True, constant_liar=True, seed=0)
+    study = optuna.create_study(
+        study_name=space["name"],
+        storage=storage,
+        sampler=sampler,
+        pruner=pruners[opts.pruner],
+        direction="maximize",
+        load_if_exists=True,
+    )
+    if not study.trials:
+        study.enqueue_trial(defaults, user_attrs={"defaults": True})  # trial 0: today's defaults
+    requeue_stopped(study)
+    budget = study.user_attrs.get("budget")
+    if budget is None:
+        budget = space.get("budget")
+        if opts.run_minutes:
+            budget = calibrate(space, defaults, opts.run_minutes, out)
+        if budget is None:
+            raise SystemExit("error: the space gives no budget: pass --run-minutes (the defaults' run length)")
+        study.set_user_attr("budget", budget)
+    print(f"tune: {space['title']}: {budget:,} steps a run, seeds {space['seeds']}; journal {out / 'journal.log'}")
+    search(study, space, budget, out, opts, defaults)
+    print(progress_line(study, [], study.user_attrs.get("seconds", 0.0), opts.hours, 0.0), flush=True)
+    if opts.no_proof:
+        return 0
+    proof = prove(space, study, defaults, budget, out, opts.workers)
+    print(compare.markdown(proof["table"]["columns"], proof["table"]["rows"]))
+    winner = proof["winner"]
+    (out / "preset.py").write_text(preset_text(space, defaults_all, winner, proof))
+    print(
+        f"tune: {winner['label']} ({flags_of(winner['params'])}) is {proof['verdict']} against the defaults on the "
+        f"unseen seeds: normalized IQM {fmt_estimate(proof['estimates'][winner['label']])} against "
+        f"{fmt_estimate(proof['estimates']['defaults'])}; its preset: {out / 'preset.py'}"
+    )
+    figure = FIGURES / f"tune-{space['name']}.png"
+    compare.plot(proof["runs"], budget, str(figure.with_suffix("")), space["tag"])
+    search_data = {
+        "space": {key: value for key, value in space.items()},
+        "budget": budget,
+        "hours": study.user_attrs.get("seconds", 0.0) / 3600,
+        "trials": trials_table(study),
+        "winner": {"label": winner["label"], "params": winner["params"], "verdict": proof["verdict"]},
+        "estimates": {label: list(estimate) for label, estimate in proof["estimates"].items()},
+        "figure": str(figure.relative_to(ROOT)) if figure.is_relative_to(ROOT) else str(figure),
+    }
+    values = {**proof["values"], "winner.verdict": proof["verdict"]}
+    for label, estimate in proof["estimates"].items():
+        values[f"{compare.slug(label)}.normalized.iqm"] = fmt_estimate(estimate)
+    minutes = sum(run["minutes"] * space.get("cores", 1) for run in proof["runs"])
+    results_module.save(
+        f"tune-{space['name']}",
+        (study.user_attrs.get("seconds", 0.0) / 60) + minutes / opts.workers,
+        table=proof["table"],
+        runs=proof["runs"],
+        values=values,
+        depends_on=[space["script"]],
+        extra={"search": search_data},
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

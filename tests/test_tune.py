@@ -1,0 +1,209 @@
+"""benchmarks/tune.py: the search on a time budget, its journal, pruning on learning curves, Ctrl-C and resume, and
+the proof on unseen seeds with the winner's preset."""
+
+import math
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+optuna = pytest.importorskip("optuna")
+import tune  # noqa: E402
+
+# A learner whose curve is known: it rises to 1000 * learning_rate (+ a hundredth per seed) over its budget, so the
+# trial with the smallest learning rate has the worst curve at every point.
+FAKE_LEARNER = """
+import argparse
+import dataclasses
+
+
+@dataclasses.dataclass
+class Args:
+    env_id: str = "Env-v0"
+    seed: int = 1
+    total_timesteps: int = 1000
+    learning_rate: float = 0.001
+
+
+if __name__ == "__main__":
+    import time
+
+    # TensorBoard's own event writer: the events a SummaryWriter writes, without torch's start-up time
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    parser = argparse.ArgumentParser()
+    for name, value in dataclasses.asdict(Args()).items():
+        parser.add_argument("--" + name.replace("_", "-"), type=type(value), default=value)
+    parser.add_argument("--checkpoint-freq", type=int)
+    args = parser.parse_args()
+    writer = EventFileWriter(f"runs/{args.env_id}__fake__{args.seed}__1")
+    tenth = args.total_timesteps // 10
+    for step in range(tenth, args.total_timesteps + 1, tenth):
+        value = 1000 * args.learning_rate * step / args.total_timesteps + args.seed / 100
+        for tag, number in (("charts/episodic_return", value), ("charts/SPS", 500.0)):
+            summary = Summary(value=[Summary.Value(tag=tag, simple_value=number)])
+            writer.add_event(Event(wall_time=time.time(), step=step, summary=summary))
+    writer.close()
+"""
+
+
+def fake_space(tmp_path, monkeypatch, budget="budget = 1000"):
+    (tmp_path / "fake.py").write_text(FAKE_LEARNER)
+    space = tmp_path / "fake.toml"
+    space.write_text(
+        textwrap.dedent(f"""
+        title = "fake"
+        script = "fake.py"
+        envs = ["Env-v0"]
+        tag = "charts/episodic_return"
+        {budget}
+        seeds = [1, 2, 3]
+        proof_seeds = [11, 12, 13]
+        [normalize]
+        "Env-v0" = [0, 10]
+        [params]
+        learning-rate = {{ low = 0.0001, high = 0.01, log = true }}
+        """)
+    )
+    monkeypatch.setattr(tune, "ROOT", tmp_path)
+    monkeypatch.setattr(tune, "POLL_SECONDS", 0.2)
+    return str(space)
+
+
+def journal(out: Path):
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(out / "journal.log")))
+    return optuna.load_study(study_name="fake", storage=storage)
+
+
+def test_trial_value_is_the_mean_less_one_standard_error_and_reports_come_at_each_tenth():
+    assert tune.trial_value([1.0, 2.0, 3.0]) == pytest.approx(2.0 - 1.0 / math.sqrt(3))
+    assert tune.trial_value([5.0]) == 5.0
+    curve = [[step, float(step), 0.0, step / 100] for step in (100, 150, 200, 300, 420)]
+    # tenths of a 1,000-step budget: (0, 100] holds 1.0, (100, 200] holds 1.5 and 2.0, (200, 300] holds 3.0,
+    # (300, 400] nothing (the last value before it stands); the curve has not reached 500 yet, so the fifth waits
+    assert tune.report_points(curve, 1000, 0) == [(1, 1.0), (2, 1.75), (3, 3.0), (4, 3.0)]
+    assert tune.report_points(curve, 1000, 2) == [(3, 3.0), (4, 3.0)]
+    assert tune.flags_of({"learning-rate": 0.01, "anneal-lr": False, "norm-adv": True}) == (
+        "--learning-rate 0.01 --no-anneal-lr --norm-adv"
+    )
+
+
+def test_the_search_prunes_the_worst_curves_and_a_stopped_search_goes_on_from_its_journal(tmp_path, monkeypatch):
+    space = fake_space(tmp_path, monkeypatch)
+    out = tmp_path / "out"
+    common = [space, "--workers", "2", "--out", str(out), "--no-proof", "--prune-after", "2"]
+    assert tune.main([*common, "--n-trials", "4"]) == 0
+    study = journal(out)
+    assert len(study.trials) == 4
+    assert study.trials[0].params == {"learning-rate": 0.001}  # trial 0: the script's defaults
+    assert tune.main([*common, "--n-trials", "9"]) == 0  # started again: the same study, five trials more
+    study = journal(out)
+    assert len(study.trials) == 9
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    pruned = [t for t in study.trials if t.state == optuna.trial.TrialState.PRUNED]
+    assert pruned, "some trial fell below the median curve"
+    worst = min(study.trials[2:], key=lambda t: t.params["learning-rate"])  # after the two the pruner waits for
+    assert worst.state == optuna.trial.TrialState.PRUNED
+    for trial in pruned:  # pruned on its first seed, at the first tenth past the warm-up
+        assert len(trial.user_attrs["run_seconds"]) == 0
+    for trial in done:  # the value: mean over seeds less one standard error, scores normalized by (0, 10)
+        scores = [trial.user_attrs["scores"][str(seed)]["Env-v0"] / 10 for seed in (1, 2, 3)]
+        assert trial.value == pytest.approx(tune.trial_value(scores))
+    assert study.best_trial.params["learning-rate"] == max(t.params["learning-rate"] for t in done)
+
+
+def test_ctrl_c_stops_the_runs_and_their_trials_run_again_at_the_next_launch(tmp_path, monkeypatch):
+    space = fake_space(tmp_path, monkeypatch)
+    out = tmp_path / "out"
+    sleeps = []
+
+    def interrupted_sleep(seconds):
+        sleeps.append(seconds)
+        if len(sleeps) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(tune.time, "sleep", interrupted_sleep)
+    with pytest.raises(SystemExit) as stopped:
+        tune.main([space, "--workers", "2", "--out", str(out), "--no-proof", "--n-trials", "3"])
+    assert stopped.value.code == 130
+    monkeypatch.undo()
+    fake_space(tmp_path, monkeypatch)
+    study = journal(out)
+    stopped_trials = [t for t in study.trials if t.user_attrs.get("stopped")]
+    assert [t.number for t in stopped_trials] == [0, 1]
+    assert tune.main([space, "--workers", "2", "--out", str(out), "--no-proof", "--n-trials", "3"]) == 0
+    study = journal(out)
+    finished = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(finished) == 3  # the two stopped trials again, and a third
+    assert finished[0].params == {"learning-rate": 0.001} and finished[0].user_attrs["rerun_of"] == 0
+    assert finished[1].params == stopped_trials[1].params
+
+
+def test_the_budget_is_calibrated_to_minutes_at_the_defaults_speed(tmp_path, monkeypatch):
+    space = fake_space(tmp_path, monkeypatch, budget="calibrate_steps = 1000")
+    out = tmp_path / "out"
+    assert tune.main([space, "--out", str(out), "--no-proof", "--n-trials", "1", "--run-minutes", "0.5"]) == 0
+    assert journal(out).user_attrs["budget"] == 15_000  # 500 steps/s x 30 s
+
+
+def test_a_tiny_search_on_cartpole_writes_its_journal_proves_its_winner_and_writes_its_preset(tmp_path, monkeypatch):
+    import results
+
+    space = tmp_path / "cartpole.toml"
+    space.write_text(
+        textwrap.dedent("""
+        title = "a2c_cartpole.py on CartPole-v1"
+        script = "a2c_cartpole.py"
+        envs = ["CartPole-v1"]
+        tag = "charts/episodic_return"
+        budget = 2000
+        seeds = [1, 2, 3]
+        proof_seeds = [11, 12, 13]
+        [normalize]
+        "CartPole-v1" = [22.9, 500]
+        [params]
+        learning-rate = { low = 0.0001, high = 0.01, log = true }
+        gamma = { choices = [0.9, 0.99] }
+        """)
+    )
+    monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(tune, "FIGURES", tmp_path / "figures")
+    out = tmp_path / "out"
+    common = [str(space), "--workers", "2", "--out", str(out), "--pruner", "none"]
+    assert tune.main([*common, "--n-trials", "1", "--no-proof"]) == 0  # the defaults, then stopped
+    assert tune.main([*common, "--n-trials", "2"]) == 0  # started again: one trial more, then the proof
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(out / "journal.log")))
+    study = optuna.load_study(study_name="cartpole", storage=storage)
+    assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 2
+    assert study.trials[0].params == {"learning-rate": 0.001, "gamma": 0.99}
+    preset = (out / "preset.py").read_text()
+    winner = eval(preset[preset.index("dict(") :])  # the form of common/presets.py's entries
+    from common import presets
+
+    assert set(winner) == set(presets.A2C_CARTPOLE["continuous"])  # every flag a preset names
+    saved = __import__("json").loads((tmp_path / "results" / "tune-cartpole.json").read_text())
+    assert len(saved["runs"]) == 6  # the tuned setting and the defaults, three unseen seeds each
+    assert {run["seed"] for run in saved["runs"]} == {11, 12, 13}
+    assert saved["search"]["winner"] == {
+        "label": "trial 1",
+        "params": study.trials[1].params,
+        "verdict": saved["values"]["winner.verdict"],
+    }
+    assert saved["values"]["winner.verdict"] in ("better", "on par", "worse")
+    assert len(saved["search"]["trials"]["rows"]) == 2
+    assert f"learning_rate={study.trials[1].params['learning-rate']!r}," in preset
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "benchmarks" / "spaces").glob("*.toml")))
+def test_every_space_holds_its_scripts_defaults_and_proves_on_seeds_it_never_searched(name):
+    space = tune.load_space(name)
+    defaults = tune.check_defaults(space, tune.script_defaults(space))  # trial 0: every default inside its range
+    assert set(defaults) == set(space["params"])
+    assert len(space["seeds"]) >= 3 and not set(space["seeds"]) & set(space["proof_seeds"])
+    assert set(space["envs"]) <= set(space["normalize"])
