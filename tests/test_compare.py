@@ -139,6 +139,7 @@ writer.close()
 """
 
 
+@pytest.mark.one_set
 def test_the_launcher_runs_a_suite_on_workers_keeps_done_runs_and_writes_results_and_a_figure(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
     import launch

@@ -13,6 +13,8 @@ import pytest
 
 from conftest import ROOT
 
+pytestmark = pytest.mark.one_set  # the smoke set trains every script on every kind of env with the newest versions
+
 TINY = {
     "a2c_cartpole.py": ["--total-timesteps", "160", "--eval-episodes", "1"],
     "ppo_tetris.py": "--total-timesteps 128 --num-envs 8 --num-steps 8 --num-minibatches 2 --max-ticks 20 "

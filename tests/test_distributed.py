@@ -17,6 +17,9 @@ import torch
 
 from conftest import ROOT
 
+# each test starts two ranks, one core each: they run one after another under pytest -n, and only in the known-good set
+pytestmark = [pytest.mark.xdist_group("torchrun"), pytest.mark.one_set]
+
 RANK = os.path.join(ROOT, "tests", "dist_rank.py")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 # Small, fast runs of 5 updates (a2c: 30) of 3 epochs x 2 minibatches (a2c: one step each).

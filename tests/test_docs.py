@@ -14,6 +14,7 @@ from conftest import ROOT
 README = open(f"{ROOT}/README.md").read()
 
 
+@pytest.mark.one_set
 def test_every_results_table_equals_its_rendering_from_the_results_files():
     # A results file's code hashes are ast.dump()s of the files it depends on, and that text differs between Python's
     # minor versions (fields added, empty fields left out): they compare only on the version that recorded them.
