@@ -300,7 +300,7 @@ def progress_line(study, running: list, spent: float, hours, proof_seconds: floa
     return line
 
 
-def search(study, space: dict, budget: int, out: Path, opts, defaults: dict) -> None:
+def search(study, space: dict, budget: int, out: Path, opts) -> None:
     """Runs trials until --n-trials have started or the time left is what the proof needs; Ctrl-C stops the runs in
     flight and marks their trials stopped (they run again at the next launch)."""
     import optuna
@@ -558,7 +558,7 @@ def main(argv=None):
             raise SystemExit("error: the space gives no budget: pass --run-minutes (the defaults' run length)")
         study.set_user_attr("budget", budget)
     print(f"tune: {space['title']}: {budget:,} steps a run, seeds {space['seeds']}; journal {out / 'journal.log'}")
-    search(study, space, budget, out, opts, defaults)
+    search(study, space, budget, out, opts)
     print(progress_line(study, [], study.user_attrs.get("seconds", 0.0), opts.hours, 0.0), flush=True)
     if opts.no_proof:
         return 0

@@ -1070,18 +1070,19 @@ def test_burn_in_steps_get_no_gradient_and_tbptt_detaches_where_it_says():
 
 
 @pytest.mark.fixed_seed
-def test_lstm_learns_cartpole_novel_where_the_mlp_cannot(tmp_path, monkeypatch):
+@pytest.mark.parametrize("lstm", [True, False])
+def test_lstm_learns_cartpole_novel_where_the_mlp_cannot(tmp_path, monkeypatch, lstm):
     """CartPole with the velocities hidden, 100k steps at the cartpole-novel defaults, greedy eval of 10
     episodes (seed 123). With the LSTM, seeds 1-4 evaluate 393.9, 500, 500, 500 here (the test runs seed 2); the
-    memoryless MLP stays near 40 (docs/ppo_puffer_async.md's memory table has more seeds and longer runs)."""
+    memoryless MLP stays near 40 (docs/ppo_puffer_async.md's memory table has more seeds and longer runs). The two
+    runs are two tests, so that pytest -n runs them side by side."""
     monkeypatch.chdir(tmp_path)
-    finals = {}
-    for lstm in (True, False):
-        result = train(puffer_args("cartpole-novel", lstm=lstm, seed=2, checkpoint_freq=0))
-        finals[lstm] = evaluate(result["policy"], result["args"], None, episodes=10, seed=123, device=CPU)[
-            "return"
-        ].mean()
-    assert finals[True] >= 475 and finals[False] <= 100, finals
+    result = train(puffer_args("cartpole-novel", lstm=lstm, seed=2, checkpoint_freq=0))
+    final = evaluate(result["policy"], result["args"], None, episodes=10, seed=123, device=CPU)["return"].mean()
+    if lstm:
+        assert final >= 475, final
+    else:
+        assert final <= 100, final
 
 
 class CountingVecEnv:
