@@ -42,12 +42,17 @@ SUITES = ROOT / "benchmarks" / "suites"
 FIGURES = ROOT / "docs" / "figures"
 
 
-def load_suite(name: str) -> dict:
-    path = Path(name) if name.endswith(".toml") else SUITES / f"{name}.toml"
+def read_toml(name: str, folder: Path, what: str) -> tuple:
+    """(path, data) of a .toml file, or of NAME.toml in `folder`; a one-line error naming the ones there."""
+    path = Path(name) if name.endswith(".toml") else folder / f"{name}.toml"
     if not path.exists():
-        known = ", ".join(sorted(p.stem for p in SUITES.glob("*.toml")))
-        raise SystemExit(f"error: no suite {name!r} (benchmarks/suites/ has: {known})")
-    suite = tomllib.loads(path.read_text())
+        known = ", ".join(sorted(p.stem for p in folder.glob("*.toml")))
+        raise SystemExit(f"error: no {what} {name!r} ({os.path.relpath(folder, ROOT)}/ has: {known})")
+    return path, tomllib.loads(path.read_text())
+
+
+def load_suite(name: str) -> dict:
+    path, suite = read_toml(name, SUITES, "suite")
     suite["name"] = path.stem
     for key in ("title", "tag", "budget", "seeds", "learners"):
         if key not in suite:

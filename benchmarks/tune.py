@@ -41,7 +41,6 @@ import signal
 import subprocess
 import sys
 import time
-import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -66,11 +65,7 @@ POLL_SECONDS = 2.0
 
 
 def load_space(name: str) -> dict:
-    path = Path(name) if name.endswith(".toml") else SPACES / f"{name}.toml"
-    if not path.exists():
-        known = ", ".join(sorted(p.stem for p in SPACES.glob("*.toml")))
-        raise SystemExit(f"error: no search space {name!r} (benchmarks/spaces/ has: {known})")
-    space = tomllib.loads(path.read_text())
+    path, space = launch.read_toml(name, SPACES, "search space")
     space["name"] = path.stem
     for key in ("title", "script", "envs", "tag", "seeds", "proof_seeds", "params"):
         if key not in space:

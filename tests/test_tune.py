@@ -97,7 +97,9 @@ def test_trial_value_is_the_mean_less_one_standard_error_and_reports_come_at_eac
 def test_the_search_prunes_the_worst_curves_and_a_stopped_search_goes_on_from_its_journal(tmp_path, monkeypatch):
     space = fake_space(tmp_path, monkeypatch)
     out = tmp_path / "out"
-    common = [space, "--workers", "2", "--out", str(out), "--no-proof", "--prune-after", "2"]
+    # one worker: each trial starts after the one before has ended, so the pruner sees the same finished trials
+    # whatever the machine's speed
+    common = [space, "--workers", "1", "--out", str(out), "--no-proof", "--prune-after", "2"]
     assert tune.main([*common, "--n-trials", "4"]) == 0
     study = journal(out)
     assert len(study.trials) == 4
@@ -110,8 +112,9 @@ def test_the_search_prunes_the_worst_curves_and_a_stopped_search_goes_on_from_it
     assert pruned, "some trial fell below the median curve"
     worst = min(study.trials[2:], key=lambda t: t.params["learning-rate"])  # after the two the pruner waits for
     assert worst.state == optuna.trial.TrialState.PRUNED
-    for trial in pruned:  # pruned on its first seed, at the first tenth past the warm-up
-        assert len(trial.user_attrs["run_seconds"]) == 0
+    assert len(worst.user_attrs["run_seconds"]) == 0  # pruned on its first seed, past the warm-up
+    for trial in pruned:  # stopped before its last seed's end
+        assert len(trial.user_attrs["run_seconds"]) < 3
     for trial in done:  # the value: mean over seeds less one standard error, scores normalized by (0, 10)
         scores = [trial.user_attrs["scores"][str(seed)]["Env-v0"] / 10 for seed in (1, 2, 3)]
         assert trial.value == pytest.approx(tune.trial_value(scores))
