@@ -69,6 +69,10 @@ BENCHES = {
 for _suite in sorted((ROOT / "benchmarks" / "suites").glob("*.toml")):
     _minutes = re.search(r"^minutes = (\d+)", _suite.read_text(), re.M)
     BENCHES[_suite.stem] = (f"python benchmarks/launch.py {_suite.stem}", int(_minutes.group(1)) if _minutes else 60)
+# Each search space of benchmarks/tune.py, its results file tune-NAME, with the minutes its file gives the search
+for _space in sorted((ROOT / "benchmarks" / "spaces").glob("*.toml")):
+    _minutes = int(re.search(r"^minutes = (\d+)", _space.read_text(), re.M).group(1))
+    BENCHES[f"tune-{_space.stem}"] = (f"python benchmarks/tune.py {_space.stem} --hours {_minutes / 60:g}", _minutes)
 BLOCK = re.compile(r"(<!-- table:([\w-]+) -->\n)(.*?)(<!-- /table:\2 -->)", re.S)
 # One figure in prose: <!-- value:NAME:KEY -->figure<!-- /value --> is results/NAME.json's values[KEY], or with a
 # dotted KEY the cell it names, e.g. table.rows.2.4 (row 2, column 4 of the table) or runs.0.sps

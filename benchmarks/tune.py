@@ -7,12 +7,13 @@ once.
 
     python benchmarks/tune.py acrobot --hours 0.5                 # search, then prove the winner on unseen seeds
     python benchmarks/tune.py acrobot --hours 0.5                 # again after Ctrl-C: goes on from its journal
-    python benchmarks/tune.py tetris-puffer --hours 12 --run-minutes 20
+    python benchmarks/tune.py tetris-puffer --hours 12
     optuna-dashboard tune_runs/acrobot/journal.log    # the trials in a browser (pip install optuna-dashboard)
 
 A space is a TOML file, benchmarks/spaces/NAME.toml: its title, the script, its envs, the tag scored, the seeds each
-trial runs (at least 3), the unseen seeds of the proof, the step budget of a run (or --run-minutes: the budget the
-defaults reach in that many minutes, measured once by a short run of the defaults and kept in the journal), per-env
+trial runs (at least 3), the unseen seeds of the proof, the step budget of a run (or run_minutes, --run-minutes:
+the budget the defaults reach in that many minutes, measured once by a short run of the defaults and kept in the
+journal), the minutes of the search and proof its docs table was made with, per-env
 (random, reference) scores, and the flags searched, each a range (`low`, `high`, optional `log`; integers where both
 bounds are) or a list of `choices`.
 
@@ -486,6 +487,24 @@ def preset_text(space: dict, defaults_all: dict, winner: dict, proof: dict) -> s
     return "\n".join(lines) + "\n"
 
 
+def search_notes(study, space: dict, budget: int, proof: dict) -> list:
+    """The search under the proof's table: what it cost, the winner and its verdict, and every trial."""
+    trials = trials_table(study)
+    states = [row[1] for row in trials["rows"]]
+    core_minutes = sum(float(row[3]) for row in trials["rows"])
+    winner = proof["winner"]
+    summary = (
+        f"The search: {len(states)} trials ({states.count('complete')} complete, {states.count('pruned')} pruned, "
+        f"{states.count('fail')} stopped or failed), {budget:,} steps a run, seeds {space['seeds']}, "
+        f"{core_minutes:.0f} core-minutes of runs. The winner, {winner['label']} (`{flags_of(winner['params'])}`), "
+        f"is **{proof['verdict']}** against the defaults on the unseen seeds {space['proof_seeds']}: normalized IQM "
+        f"{fmt_estimate(proof['estimates'][winner['label']])} against {fmt_estimate(proof['estimates']['defaults'])} "
+        f"(95% intervals). A trial's value: the mean over its seeds of the normalized final score, less one "
+        f"standard error."
+    )
+    return [summary, compare.markdown(trials["columns"], trials["rows"])]
+
+
 def fmt_estimate(estimate: tuple) -> str:
     return f"{estimate[0]:.3f} [{estimate[1]:.3f}, {estimate[2]:.3f}]"
 
@@ -510,7 +529,7 @@ def main(argv=None):
     parser.add_argument("--hours", type=float, help="wall-clock hours for the search and its proof (default: none)")
     parser.add_argument("--n-trials", type=int, help="start at most this many trials (default: until --hours)")
     parser.add_argument("--workers", type=int, default=os.cpu_count(), help="cores to fill (default: all)")
-    parser.add_argument("--run-minutes", type=float, help="a run's budget: the steps the defaults take in this time")
+    parser.add_argument("--run-minutes", type=float, help="a run's budget: the defaults' steps in this time")
     parser.add_argument("--pruner", choices=["median", "halving", "none"], default="median")
     parser.add_argument("--prune-after", type=int, default=5, help="finished trials before the median pruner acts")
     parser.add_argument("--out", help="the journal and the runs (default: tune_runs/NAME)")
@@ -547,8 +566,9 @@ def main(argv=None):
     budget = study.user_attrs.get("budget")
     if budget is None:
         budget = space.get("budget")
-        if opts.run_minutes:
-            budget = calibrate(space, defaults, opts.run_minutes, out)
+        run_minutes = opts.run_minutes or space.get("run_minutes")
+        if run_minutes:
+            budget = calibrate(space, defaults, run_minutes, out)
         if budget is None:
             raise SystemExit("error: the space gives no budget: pass --run-minutes (the defaults' run length)")
         study.set_user_attr("budget", budget)
@@ -581,14 +601,20 @@ def main(argv=None):
     for label, estimate in proof["estimates"].items():
         values[f"{compare.slug(label)}.normalized.iqm"] = fmt_estimate(estimate)
     minutes = sum(run["minutes"] * space.get("cores", 1) for run in proof["runs"])
+    # the table the docs show: the proof's, its notes the search (every trial: settings, value, state, cost)
+    table = {**proof["table"], "notes": [*proof["table"]["notes"], *search_notes(study, space, budget, proof)]}
+    # the proof is a suite of three learners: its figure renders as a suite's (benchmarks/report.py)
+    suite = {"title": f"{space['title']}: the proof on unseen seeds", "tag": space["tag"], "budget": budget}
+    suite["seeds"] = space["proof_seeds"]
+    suite["figure"] = search_data["figure"]
     results_module.save(
         f"tune-{space['name']}",
         (study.user_attrs.get("seconds", 0.0) / 60) + minutes / opts.workers,
-        table=proof["table"],
+        table=table,
         runs=proof["runs"],
         values=values,
         depends_on=[space["script"]],
-        extra={"search": search_data},
+        extra={"search": search_data, "suite": suite},
     )
     return 0
 

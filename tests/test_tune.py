@@ -210,3 +210,5 @@ def test_every_space_holds_its_scripts_defaults_and_proves_on_seeds_it_never_sea
     assert set(defaults) == set(space["params"])
     assert len(space["seeds"]) >= 3 and not set(space["seeds"]) & set(space["proof_seeds"])
     assert set(space["envs"]) <= set(space["normalize"])
+    assert "budget" in space or "run_minutes" in space
+    assert isinstance(space["minutes"], int)  # how long its search and proof take (report.py names the command)
