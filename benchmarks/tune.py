@@ -28,9 +28,10 @@ bounds are) or a list of `choices`.
   runs in flight; the trials they belonged to run again from their start at the next launch.
 - The proof: the best two trials and the defaults, on the space's proof seeds, through benchmarks/launch.py's
   runner; the results file benchmarks/results/tune-NAME.json holds every trial (settings, value, cost, state), the
-  proof's table and curves, and the verdict: better where the winner's interval of the normalized IQM lies above the
-  defaults', on par where they overlap, worse where below. The winner's preset (every flag of the script for the
-  env) is written to OUT/preset.py, in the form of common/presets.py.
+  proof's table and curves, and the verdict of the winner (the search's best trial, chosen before the proof): better
+  where its interval of the normalized IQM lies above the defaults', on par where they overlap, worse where below.
+  The winner's preset (every flag a preset of the script names) is written to OUT/preset.py, in the form of
+  common/presets.py's entries.
 """
 
 import argparse
@@ -128,6 +129,14 @@ def flags_of(params: dict) -> str:
         else:
             words.append(f"--{flag} {value}")
     return " ".join(words)
+
+
+def shown(params: dict) -> str:
+    """flags_of for reading: floats to four significant figures (the runs take the exact values)."""
+    rounded = {}
+    for flag, value in params.items():
+        rounded[flag] = float(f"{value:.4g}") if isinstance(value, float) else value
+    return flags_of(rounded)
 
 
 def command_of(space: dict, env: str, seed: int, budget: int, params: dict) -> str:
@@ -289,7 +298,7 @@ def progress_line(study, running: list, spent: float, hours, proof_seconds: floa
     line = f"tune: {done} trials done, {pruned} pruned, {failed} stopped or failed, {len(running)} running"
     if done:
         best = study.best_trial
-        line += f"; best {best.value:.3f} (trial {best.number}: {flags_of(best.params)})"
+        line += f"; best {best.value:.3f} (trial {best.number}: {shown(best.params)})"
     line += f"; {spent / 3600:.2f} h spent"
     if hours:
         line += f", {max(hours - spent / 3600, 0):.2f} h left (the proof needs {proof_seconds / 3600:.2f} h)"
@@ -336,7 +345,7 @@ def search(study, space: dict, budget: int, out: Path, opts) -> None:
                 entry["cores"] = slots.pop(0)
                 new_run(entry, space, budget, out, entry["cores"])
                 running.append(entry)
-                print(f"tune: trial {trial.number} started: {flags_of(params)}", flush=True)
+                print(f"tune: trial {trial.number} started: {shown(params)}", flush=True)
             if not running:
                 break
             time.sleep(POLL_SECONDS)
@@ -420,7 +429,8 @@ def best_two(study, defaults: dict) -> list:
 
 def prove(space: dict, study, defaults: dict, budget: int, out: Path, workers: int) -> dict:
     """The best two trials and the defaults on the proof seeds, through the launcher; the table, the runs and the
-    verdict of the winner (the tuned setting with the higher normalized IQM) against the defaults."""
+    verdict of each tuned setting against the defaults. The winner is the search's best trial, chosen before the
+    proof: choosing it on the proof's seeds too would let those seeds both pick it and judge it."""
     finalists = best_two(study, defaults)
     if not finalists:
         raise SystemExit("tune: no finished trial differs from the defaults: nothing to prove")
@@ -449,12 +459,13 @@ def prove(space: dict, study, defaults: dict, budget: int, out: Path, workers: i
             finals = [compare.final_score(run["curve"], budget) for run in groups[env][learner["label"]]]
             tasks.append([normalized(score, env, space) for score in finals])
         estimates[learner["label"]] = compare.interval(compare.iqm, tasks)
-    winner = max(learners[:-1], key=lambda learner: estimates[learner["label"]][0])
-    word = compare.verdict(estimates[winner["label"]], estimates["defaults"])
     proof = {"table": table, "values": values, "runs": runs, "learners": learners}
     proof["estimates"] = estimates
-    proof["winner"] = winner
-    proof["verdict"] = word
+    proof["verdicts"] = {}
+    for learner in learners[:-1]:
+        proof["verdicts"][learner["label"]] = compare.verdict(estimates[learner["label"]], estimates["defaults"])
+    proof["winner"] = learners[0]
+    proof["verdict"] = proof["verdicts"][learners[0]["label"]]
     return proof
 
 
@@ -496,12 +507,17 @@ def search_notes(study, space: dict, budget: int, proof: dict) -> list:
     summary = (
         f"The search: {len(states)} trials ({states.count('complete')} complete, {states.count('pruned')} pruned, "
         f"{states.count('fail')} stopped or failed), {budget:,} steps a run, seeds {space['seeds']}, "
-        f"{core_minutes:.0f} core-minutes of runs. The winner, {winner['label']} (`{flags_of(winner['params'])}`), "
+        f"{core_minutes:.0f} core-minutes of runs. The winner, {winner['label']} (`{shown(winner['params'])}`), "
         f"is **{proof['verdict']}** against the defaults on the unseen seeds {space['proof_seeds']}: normalized IQM "
         f"{fmt_estimate(proof['estimates'][winner['label']])} against {fmt_estimate(proof['estimates']['defaults'])} "
         f"(95% intervals). A trial's value: the mean over its seeds of the normalized final score, less one "
         f"standard error."
     )
+    for label, word in list(proof["verdicts"].items())[1:]:  # the runner-up: how far the search's ranking carries
+        summary += (
+            f" The search's second, {label}, is {word} against the defaults there: "
+            f"{fmt_estimate(proof['estimates'][label])}."
+        )
     return [summary, compare.markdown(trials["columns"], trials["rows"])]
 
 
@@ -515,7 +531,7 @@ def trials_table(study) -> dict:
     for trial in study.trials:
         minutes = trial.user_attrs.get("seconds", 0) * trial.user_attrs.get("cores", 1) / 60
         value = f"{trial.value:.3f}" if trial.value is not None else ""
-        rows.append([trial.number, trial.state.name.lower(), value, f"{minutes:.1f}", flags_of(trial.params)])
+        rows.append([trial.number, trial.state.name.lower(), value, f"{minutes:.1f}", shown(trial.params)])
     return {"columns": ["trial", "state", "value", "core-minutes", "settings"], "rows": rows}
 
 
@@ -582,7 +598,7 @@ def main(argv=None):
     winner = proof["winner"]
     (out / "preset.py").write_text(preset_text(space, defaults_all, winner, proof))
     print(
-        f"tune: {winner['label']} ({flags_of(winner['params'])}) is {proof['verdict']} against the defaults on the "
+        f"tune: {winner['label']} ({shown(winner['params'])}) is {proof['verdict']} against the defaults on the "
         f"unseen seeds: normalized IQM {fmt_estimate(proof['estimates'][winner['label']])} against "
         f"{fmt_estimate(proof['estimates']['defaults'])}; its preset: {out / 'preset.py'}"
     )
@@ -594,6 +610,7 @@ def main(argv=None):
         "hours": study.user_attrs.get("seconds", 0.0) / 3600,
         "trials": trials_table(study),
         "winner": {"label": winner["label"], "params": winner["params"], "verdict": proof["verdict"]},
+        "verdicts": proof["verdicts"],
         "estimates": {label: list(estimate) for label, estimate in proof["estimates"].items()},
         "figure": str(figure.relative_to(ROOT)) if figure.is_relative_to(ROOT) else str(figure),
     }
