@@ -530,7 +530,8 @@ def trials_table(study) -> dict:
     rows = []
     for trial in study.trials:
         minutes = trial.user_attrs.get("seconds", 0) * trial.user_attrs.get("cores", 1) / 60
-        value = f"{trial.value:.3f}" if trial.value is not None else ""
+        # a pruned trial has no value: Optuna keeps its last report there, one point of one seed's curve
+        value = f"{trial.value:.3f}" if trial.state.name == "COMPLETE" else ""
         rows.append([trial.number, trial.state.name.lower(), value, f"{minutes:.1f}", shown(trial.params)])
     return {"columns": ["trial", "state", "value", "core-minutes", "settings"], "rows": rows}
 
