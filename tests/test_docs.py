@@ -208,7 +208,7 @@ CELL = r"([-−+]?\d[\d,]*(\.\d+)?(e-?\d+)?[kM]?|on|off)"
 # The settings prose may name, each a rule: a version, a flag's value, a size, a bound, a bar a test sets, a budget.
 SETTINGS = {
     "a package's version (pufferlib-core 3.0.5, Python 3.11 to 3.13)": re.compile(
-        r"(?i)\b`?(python|torch|gymnasium|gym|pufferlib(-core)?|ocean|ale-py|envpool|skrl|sb3(-contrib)?"
+        r"(?i)\b`?(python|torch|gymnasium|gym|pufferlib(-core)?|ocean|ale-py|envpool|skrl|sb3(-contrib)?|optuna(-dashboard)?"
         rf"|stable-baselines3)`?(\s+\(SB3\))?('s)?\s+(at\s+)?(version\s+)?{VERSION}((,|\s+and|\s+or|\s+to)\s+{VERSION})*"
     ),
     "a hyperparameter's value (gamma 0.99, `vf_coef` 0.5, rewards x 0.1)": re.compile(
