@@ -11,7 +11,8 @@ once.
     optuna-dashboard tune_runs/acrobot/journal.log    # the trials in a browser (pip install optuna-dashboard)
 
 A space is a TOML file, benchmarks/spaces/NAME.toml: its title, the script, its envs, the tag scored, the seeds each
-trial runs (at least 3), the unseen seeds of the proof, the step budget of a run (or run_minutes, --run-minutes:
+trial runs (at least 3), the unseen seeds of the proof, the score (`score`: "final", the default, or "whole run",
+compare.py's), the step budget of a run (or run_minutes, --run-minutes:
 the budget the defaults reach in that many minutes, measured once by a short run of the defaults and kept in the
 journal), the minutes of the search and proof its docs table was made with, per-env
 (random, reference) scores, and the flags searched, each a range (`low`, `high`, optional `log`; integers where both
@@ -19,10 +20,11 @@ bounds are) or a list of `choices`.
 
 - Trial 0 is the defaults (the script's preset for the first env); every flag's range must hold its default.
 - A trial runs the seeds one after another, each on every env. Its value is the mean over seeds of the normalized
-  final score (the mean of the values in the last tenth of the budget, as compare.py scores a run) minus one standard
-  error of that mean, so that a lucky seed does not win. While a run trains, its curve is read every few seconds and
-  reported at each tenth of its budget; the pruner (Optuna's median pruner, or successive halving) stops a trial
-  that falls behind the others at the same point of the same seed.
+  score (the final one: the mean of the values in the last tenth of the budget, as compare.py scores a run; or the
+  whole run's, the area under the curve) minus one standard error of that mean, so that a lucky seed does not win.
+  While a run trains, its curve is read every few seconds and reported at each tenth of its budget; the pruner
+  (Optuna's median pruner, or successive halving) stops a trial that falls behind the others at the same point of
+  the same seed.
 - --hours is the whole job, search and proof: no trial starts once the time left is what the proof needs. The time
   spent is kept in the journal, so a search stopped and started again goes on with what is left. Ctrl-C stops the
   runs in flight; the trials they belonged to run again from their start at the next launch.
@@ -72,6 +74,8 @@ def load_space(name: str) -> dict:
     for key in ("title", "script", "envs", "tag", "seeds", "proof_seeds", "params"):
         if key not in space:
             raise SystemExit(f"error: {path}: the space names no {key!r}")
+    if space.get("score", "final") not in compare.SCORES:
+        raise SystemExit(f"error: {path}: score must be one of {', '.join(compare.SCORES)}")
     if set(space["seeds"]) & set(space["proof_seeds"]):
         raise SystemExit(f"error: {path}: proof_seeds must be seeds the search never uses")
     if len(space["envs"]) > 1 and set(space["envs"]) - set(space.get("normalize", {})):
@@ -241,7 +245,7 @@ def step_trial(entry: dict, study, space: dict, budget: int) -> str:
         return "running"
     if entry["process"].returncode != 0 or not curve:
         return "failed"
-    score = compare.final_score(curve, budget, compare.SCORES["final"])
+    score = compare.final_score(curve, budget, compare.SCORES[space.get("score", "final")])
     entry["scores"].setdefault(job["seed"], {})[job["env"]] = score
     entry["run_seconds"].append(time.time() - entry["process"].started)
     return "run done"
@@ -450,13 +454,14 @@ def prove(space: dict, study, defaults: dict, budget: int, out: Path, workers: i
         raise SystemExit(f"error: {len(failed)} runs of the proof failed; launch again to run them")
     runs = launch.read_runs(jobs, space["tag"])
     normalize = {env: tuple(pair) for env, pair in space.get("normalize", {}).items()}
-    table, values = compare.tables(runs, budget, normalize, space["tag"])
+    table, values = compare.tables(runs, budget, normalize, space["tag"], [space.get("score", "final")])
     groups = compare.group(runs)
     estimates = {}
     for learner in learners:
         tasks = []
         for env in space["envs"]:
-            finals = [compare.final_score(run["curve"], budget) for run in groups[env][learner["label"]]]
+            share = compare.SCORES[space.get("score", "final")]
+            finals = [compare.final_score(run["curve"], budget, share) for run in groups[env][learner["label"]]]
             tasks.append([normalized(score, env, space) for score in finals])
         estimates[learner["label"]] = compare.interval(compare.iqm, tasks)
     proof = {"table": table, "values": values, "runs": runs, "learners": learners}

@@ -212,3 +212,16 @@ def test_every_space_holds_its_scripts_defaults_and_proves_on_seeds_it_never_sea
     assert set(space["envs"]) <= set(space["normalize"])
     assert "budget" in space or "run_minutes" in space
     assert isinstance(space["minutes"], int)  # how long its search and proof take (report.py names the command)
+
+
+def test_a_whole_run_score_takes_every_value_up_to_the_budget(tmp_path, monkeypatch):
+    space = fake_space(tmp_path, monkeypatch, budget='budget = 1000\nscore = "whole run"')
+    out = tmp_path / "out"
+    assert tune.main([space, "--out", str(out), "--no-proof", "--n-trials", "1"]) == 0
+    # the defaults' curve, 1000 x 0.001 x step / budget + seed / 100 at each tenth: its mean over the ten points is
+    # 0.55 + seed / 100, normalized by (0, 10); seeds 1-3 give 0.056, 0.057, 0.058: mean 0.057, standard error
+    # 0.001 / sqrt(3)
+    assert journal(out).trials[0].value == pytest.approx(0.057 - 0.001 / math.sqrt(3))
+    (tmp_path / "fake.toml").write_text((tmp_path / "fake.toml").read_text().replace("whole run", "best"))
+    with pytest.raises(SystemExit, match="score must be one of final, whole run"):
+        tune.main([space, "--out", str(out), "--n-trials", "1"])
