@@ -18,7 +18,6 @@ does not decide it.
 import argparse
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,9 @@ import time
 
 import numpy as np
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import launch  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TAGS = ("charts/episodic_return", "tetris/lines_deleted", "perf/train_SPS")
@@ -96,8 +98,7 @@ def main():
             running.append((command, cpu, workdir, process, log))
         time.sleep(opts.minutes * 60 + 5)
         for command, cpu, workdir, process, log in running:
-            process.send_signal(signal.SIGINT)  # saves, closes its workers, exits 130
-            process.wait(timeout=120)
+            launch.stop(process, seconds=120)
             log.close()
             results.append((command, cpu, workdir, read(workdir, opts.marks)))
     for tag, name in (("charts/episodic_return", "return"), ("tetris/lines_deleted", "lines"), ("steps", "steps")):

@@ -106,6 +106,18 @@ def start(job: dict, cores: list) -> subprocess.Popen:
     return process
 
 
+def stop(process, seconds: float = 30) -> None:
+    """Stops a run as Ctrl-C does: our scripts save, close their workers and exit 130; one that does not within
+    `seconds` is killed."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def launch(jobs: list, workers: int) -> list:
     """Runs the jobs not done yet, at most `workers` cores busy; returns the failed ones."""
     pending = [job for job in jobs if not (job["folder"] / "done.json").exists()]
@@ -153,12 +165,7 @@ def launch(jobs: list, workers: int) -> list:
                 )
     except KeyboardInterrupt:
         for _, _, process in running:
-            process.send_signal(signal.SIGINT)  # our scripts save and close their workers on Ctrl-C
-        for _, _, process in running:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            stop(process)
         print("\nlaunch: stopped; the finished runs are kept, the others start over at the next launch")
         sys.exit(130)
     return failed

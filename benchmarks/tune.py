@@ -42,7 +42,6 @@ import importlib.util
 import math
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -261,15 +260,8 @@ def seed_means(scores: dict, space: dict) -> list:
 
 
 def stop_process(entry: dict) -> None:
-    process = entry["process"]
-    if process.poll() is None:
-        process.send_signal(signal.SIGINT)  # our scripts close their workers on Ctrl-C
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    process.log.close()
+    launch.stop(entry["process"])
+    entry["process"].log.close()
 
 
 def finish(entry: dict, study, state, value=None) -> None:
