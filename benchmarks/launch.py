@@ -9,15 +9,16 @@ intervals) and its figure from those events, with benchmarks/compare.py. In the 
     python benchmarks/launch.py mujoco --keep                    # results from the runs done so far, none launched
 
 A suite names its title, the compared tag, the budget in env steps, the seeds (env_seeds: fewer for an env whose
-runs take long), the docs page its figure goes to,
-per-env (random, reference) scores for the aggregate, and its learners: a label, the envs, a command with {python},
-{root}, {env}, {seed}, {budget} and {cleanrl} (--cleanrl: a clone of CleanRL, for its scripts) in it, the cores
-one run uses (default 1: a run that uses two takes two workers), and optionally its own ids for the suite's envs
-(env_ids: CleanRL's BreakoutNoFrameskip-v4 for our atari-breakout), its own budget (each learner's
-default run: scores are then taken at each learner's budget) and another `python` (an anchor that needs its own
-environment). Each run works in its own folder,
-OUT/<learner>/<env>/seed<N>/, pinned to its cores where `taskset` exists, its output in log.txt; a finished run
-leaves done.json there and is not run again when the suite is launched again (a run stopped half way starts over).
+runs take long), the docs page its figure goes to, per-env (random, reference) scores for the aggregate, optionally
+the envs scored by other tags (scored: {env = {name = tag}}, a row per name, as a game's teams), and its learners: a
+label, the envs, a command with {python}, {root}, {env}, {seed}, {budget} and {cleanrl} (--cleanrl: a clone of
+CleanRL, for its scripts) in it, the cores one run uses (default 1: a run that uses two takes two workers), and
+optionally its own ids for the suite's envs (env_ids: CleanRL's BreakoutNoFrameskip-v4 for our atari-breakout), its
+own budget (each learner's default run: scores are then taken at each learner's budget) and another `python` (an
+anchor that needs its own environment). A label may have two entries: its commands on different envs. Each run
+works in its own folder, OUT/<learner>/<env>/seed<N>/, pinned to its cores where `taskset` exists, its output in
+log.txt; a finished run leaves done.json there and is not run again when the suite is launched again (a run stopped
+half way starts over).
 Ctrl-C stops the runs in flight and keeps every finished one.
 """
 
@@ -29,6 +30,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 from pathlib import Path
@@ -171,8 +173,40 @@ def launch(jobs: list, workers: int) -> list:
     return failed
 
 
-def read_runs(jobs: list, tag: str) -> list:
-    """The finished runs' curves: [{"label", "env", "seed", "minutes", "curve"}]."""
+def side_by_side(commands: list, cores: list) -> list:
+    """Training speed of commands run at the same time, each pinned to one of `cores` (one core given: one after the
+    other), one torch thread each, each in a folder of its own: every run's last perf/train_SPS (training alone,
+    evaluations left out), in the commands' order. The speed programs' pairs: ours beside an anchor."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    together = len(set(cores)) >= len(commands)  # else one after the other
+    batches = [list(enumerate(commands))] if together else [[pair] for pair in enumerate(commands)]
+    speeds = [0.0] * len(commands)
+    with tempfile.TemporaryDirectory() as folder:
+        for batch in batches:
+            running = []
+            for index, command in batch:
+                workdir = Path(folder) / str(index)
+                workdir.mkdir()
+                argv = shlex.split(command)
+                if shutil.which("taskset"):
+                    argv = ["taskset", "-c", str(cores[index % len(cores)]), *argv]
+                log = open(workdir / "log.txt", "w")
+                process = subprocess.Popen(argv, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=env)
+                running.append((index, workdir, log, process))
+            for index, workdir, log, process in running:
+                process.wait()
+                log.close()
+                if process.returncode != 0:
+                    tail = (workdir / "log.txt").read_text()[-2000:]
+                    raise SystemExit(f"error: {commands[index]} failed (exit {process.returncode}):\n{tail}")
+                folders = compare.run_folders(str(workdir))
+                speeds[index] = compare.read_curve(folders[0], "perf/train_SPS")[-1][3]
+    return speeds
+
+
+def read_runs(jobs: list, tag: str, scored: dict = None) -> list:
+    """The finished runs' curves: [{"label", "env", "seed", "minutes", "curve"}]. An env in `scored` ({env: {name:
+    tag}}: a game whose teams are scored apart) gives one run per name, its env called "ENV name"."""
     runs = []
     for job in jobs:
         done = job["folder"] / "done.json"
@@ -181,10 +215,13 @@ def read_runs(jobs: list, tag: str) -> list:
         folders = compare.run_folders(str(job["folder"]))
         if len(folders) != 1:
             raise SystemExit(f"error: {job['folder']}: expected one run's events, found {len(folders)}")
-        curve = compare.read_curve(folders[0], tag)
         record = json.loads(done.read_text())
-        run = {"label": job["label"], "env": job["env"], "seed": job["seed"], "commit": record.get("commit")}
-        runs.append({**run, "budget": job["budget"], "minutes": record["minutes"], "curve": curve})
+        tags = (scored or {}).get(job["env"], {"": tag})
+        for name, env_tag in tags.items():
+            env = f"{job['env']} {name}" if name else job["env"]
+            run = {"label": job["label"], "env": env, "seed": job["seed"], "commit": record.get("commit")}
+            curve = compare.read_curve(folders[0], env_tag)
+            runs.append({**run, "budget": job["budget"], "minutes": record["minutes"], "curve": curve})
     return runs
 
 
@@ -231,7 +268,7 @@ def main(argv=None):
         return 0
     begun = time.time()
     failed = [] if opts.keep else launch(jobs, opts.workers)
-    runs = read_runs(jobs, suite["tag"])
+    runs = read_runs(jobs, suite["tag"], suite.get("scored"))
     if not runs:
         raise SystemExit("launch: no finished run to report")
     normalize = {env: tuple(pair) for env, pair in suite.get("normalize", {}).items()}
@@ -252,10 +289,10 @@ def main(argv=None):
     data["page"] = suite.get("page")
     data["figure"] = str(figure.relative_to(ROOT))
     data["runs_made_at"] = sorted({run["commit"] for run in runs if run.get("commit")})  # a launch with --keep
-    minutes = sum(run["minutes"] * job_cores(suite, run["label"]) for run in runs)
+    minutes = core_minutes(jobs)
     readme = None
     if "readme" in suite:  # the README's row: the first learner against each other, score by score
-        labels = [learner["label"] for learner in suite["learners"]]
+        labels = list(dict.fromkeys(learner["label"] for learner in suite["learners"]))  # a label may have 2 entries
         readme = {**suite["readme"], "result": readme_result(values, labels)}
     sys.argv = [word for word in sys.argv if word != "--keep"]  # the stamp's command: the one that runs the suite
     path = results_module.save(
@@ -292,8 +329,14 @@ def readme_result(values: dict, labels: list) -> str:
     return f"{labels[0]} " + "; ".join(parts) + " (95% intervals of the IQM)"
 
 
-def job_cores(suite: dict, label: str) -> int:
-    return next(learner.get("cores", 1) for learner in suite["learners"] if learner["label"] == label)
+def core_minutes(jobs: list) -> float:
+    """The core-minutes of the finished runs (a run that gives several rows counted once)."""
+    minutes = 0.0
+    for job in jobs:
+        done = job["folder"] / "done.json"
+        if done.exists():
+            minutes += json.loads(done.read_text())["minutes"] * job["cores"]
+    return minutes
 
 
 if __name__ == "__main__":

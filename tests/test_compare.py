@@ -186,6 +186,25 @@ def test_the_launcher_runs_a_suite_on_workers_keeps_done_runs_and_writes_results
         launch.main([str(suite), "--only", "nobody"])
 
 
+def test_a_scored_env_gives_a_row_per_team_each_from_its_own_tag(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    import launch
+
+    folder = tmp_path / "ours" / "Game-v0" / "seed1"
+    writer = SummaryWriter(str(folder / "runs" / "Game-v0__ours__1"))
+    for step in (500, 1000):
+        writer.add_scalar("eval/return_vs_random/red", 1.0, step)
+        writer.add_scalar("eval/return_vs_random/blue", -2.0, step)
+    writer.close()
+    (folder / "done.json").write_text('{"minutes": 1.5, "commit": "abc"}')
+    job = {"label": "ours", "env": "Game-v0", "seed": 1, "cores": 2, "budget": 1000, "folder": folder}
+    scored = {"Game-v0": {"red": "eval/return_vs_random/red", "blue": "eval/return_vs_random/blue"}}
+    runs = launch.read_runs([job], "eval/return_mean", scored)
+    assert [(run["env"], run["curve"][-1][3]) for run in runs] == [("Game-v0 red", 1.0), ("Game-v0 blue", -2.0)]
+    assert launch.core_minutes([job]) == 3.0  # one run, two rows: its cost counted once
+
+
 @pytest.mark.parametrize("suite", sorted(p.stem for p in (ROOT / "benchmarks" / "suites").glob("*.toml")))
 def test_every_suite_runs_commands_that_exist_at_least_three_seeds_and_normalizes_every_env(suite, tmp_path, capsys):
     import launch
@@ -193,7 +212,12 @@ def test_every_suite_runs_commands_that_exist_at_least_three_seeds_and_normalize
     data = launch.load_suite(suite)
     assert len(data["seeds"]) >= 3
     envs = {env for learner in data["learners"] for env in learner["envs"]}
-    assert envs <= set(data.get("normalize", {})), "every env needs a random and a reference score"
+    rows = set()
+    for env in envs:
+        names = data.get("scored", {}).get(env, {"": data["tag"]})
+        rows |= {f"{env} {name}" if name else env for name in names}
+    if "random play" not in {learner["label"] for learner in data["learners"]}:  # else random play is a row itself
+        assert rows <= set(data.get("normalize", {})), "every env needs a random and a reference score"
     assert launch.main([suite, "--dry-run", "--cleanrl", "CLONE", "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
     seeds_of = {env: data.get("env_seeds", {}).get(env, data["seeds"]) for env in envs}

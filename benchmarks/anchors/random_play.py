@@ -1,12 +1,21 @@
-"""The mean return of uniformly random actions: the "random" score a suite normalizes by (benchmarks/suites/).
+"""The mean return of uniformly random actions: the "random" score a suite normalizes by (benchmarks/suites/), and,
+with --seed, random play as a suite's learner on PettingZoo's MPE tasks (benchmarks/suites/mpe.toml).
 
     python benchmarks/anchors/random_play.py Hopper-v5 Walker2d-v5 --episodes 20
+    python benchmarks/anchors/random_play.py mpe2.simple_tag_v3 --episodes 1000 --seed 1 --budget 6000000
 
-Episode i is seeded i, the action space seeded 0.
+Episode i is seeded i, the action space seeded 0. With --seed, every agent of the PettingZoo env plays uniformly at
+random, episode i seeded 100,000 x seed + i, and the run writes TensorBoard events in runs/ as ppo_puffer_async.py
+names its evaluations: eval/return_mean (the mean over every agent's episode return), and, for an env of several
+kinds of agent, eval/return_mean/<kind> and eval/return_vs_random/<kind> (what a team scores when every team plays
+at random). Random play learns nothing: the same value is written at each tenth of --budget, so that its curve
+spans the trained runs' steps.
 """
 
 import argparse
+import importlib
 import os
+import re
 import sys
 
 import gymnasium as gym
@@ -42,13 +51,58 @@ def random_return(env_id: str, episodes: int) -> float:
     return float(np.mean(returns))
 
 
+def random_kinds(env_id: str, episodes: int, seed: int) -> dict:
+    """{kind: every agent-episode return of that kind} of uniform-random play on a PettingZoo module's parallel env
+    (a kind: the agents' name without its trailing _N)."""
+    env = importlib.import_module(env_id).parallel_env()
+    rng = np.random.default_rng(seed)
+    returns = {}
+    for episode in range(episodes):
+        env.reset(seed=100_000 * seed + episode)
+        totals = dict.fromkeys(env.agents, 0.0)
+        while env.agents:
+            # the env's own sampler is unseeded: draw from ours
+            actions = {agent: int(rng.integers(env.action_space(agent).n)) for agent in env.agents}
+            _, rewards, *_ = env.step(actions)
+            for agent, reward in rewards.items():
+                totals[agent] += reward
+        for agent, total in totals.items():
+            returns.setdefault(re.sub(r"_\d+$", "", agent), []).append(total)
+    env.close()
+    return returns
+
+
+def write_run(env_id: str, episodes: int, seed: int, budget: int) -> str:
+    """Random play's evaluation as a run's TensorBoard events, in runs/<run name>/."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    returns = random_kinds(env_id, episodes, seed)
+    scalars = {"eval/return_mean": float(np.mean([r for kind in returns.values() for r in kind]))}
+    if len(returns) > 1:
+        for kind, values in returns.items():
+            scalars[f"eval/return_mean/{kind}"] = float(np.mean(values))
+            scalars[f"eval/return_vs_random/{kind}"] = float(np.mean(values))
+    run_dir = os.path.join("runs", f"{env_id}__random_play__{seed}")
+    writer = SummaryWriter(run_dir)
+    for tenth in range(11):
+        for tag, value in scalars.items():
+            writer.add_scalar(tag, value, budget * tenth // 10)
+    writer.close()
+    return run_dir
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("env_ids", nargs="+")
     parser.add_argument("--episodes", type=int, default=20)
+    parser.add_argument("--seed", type=int, help="a PettingZoo env as a suite's learner: write its run (see above)")
+    parser.add_argument("--budget", type=int, default=1, help="with --seed: the steps its curve spans")
     opts = parser.parse_args()
     for env_id in opts.env_ids:
-        print(f"{env_id}: {random_return(env_id, opts.episodes):.1f}")
+        if opts.seed is not None:
+            print(f"{env_id}: {write_run(env_id, opts.episodes, opts.seed, opts.budget)}")
+        else:
+            print(f"{env_id}: {random_return(env_id, opts.episodes):.1f}")
 
 
 if __name__ == "__main__":
