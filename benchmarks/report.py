@@ -42,10 +42,8 @@ BENCHES = {
     "vector": ("python benchmarks/bench_vector.py", 2),
     "distributed": ("python benchmarks/bench_distributed.py", 4),
     "watch-costs": ("python benchmarks/bench_watch.py", 2),
-    "classic-control": ("python benchmarks/bench_classic_control.py", 11),
     "a2c-continuous-speed": ("python benchmarks/bench_a2c_continuous.py", 5),
     "a2c-sb3-speed": ("python benchmarks/bench_a2c_vs_sb3.py", 3),
-    "popgym": ("python benchmarks/bench_a2c_memory.py", 25),
     "cartpole-novel-speed": ("python benchmarks/bench_lstm_cartpole_novel.py", 3),
     "defaults-speed": ("python benchmarks/bench_defaults.py --baseline BEFORE_CHECKOUT", 12),
     "profile-ppo-cleanrl": (
