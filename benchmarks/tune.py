@@ -16,7 +16,8 @@ compare.py's), the step budget of a run (or run_minutes, --run-minutes:
 the budget the defaults reach in that many minutes, measured once by a short run of the defaults and kept in the
 journal), the minutes of the search and proof its docs table was made with, per-env
 (random, reference) scores, and the flags searched, each a range (`low`, `high`, optional `log`; integers where both
-bounds are) or a list of `choices`.
+bounds are) or a list of `choices`; optionally the pruner (`pruner`: "median", the default, or "halving", with
+`prune_from`, the tenths of the first seed at its first rung, and `reduction`).
 
 - Trial 0 is the defaults (the script's preset for the first env); every flag's range must hold its default.
 - A trial runs the seeds one after another, each on every env. Its value is the mean over seeds of the normalized
@@ -77,6 +78,8 @@ def load_space(name: str) -> dict:
         raise SystemExit(f"error: {path}: score must be one of {', '.join(compare.SCORES)}")
     if set(space["seeds"]) & set(space["proof_seeds"]):
         raise SystemExit(f"error: {path}: proof_seeds must be seeds the search never uses")
+    if space.get("pruner", "median") not in ("median", "halving", "none"):
+        raise SystemExit(f"error: {path}: pruner must be median, halving or none")
     if len(space["envs"]) > 1 and set(space["envs"]) - set(space.get("normalize", {})):
         raise SystemExit(f"error: {path}: with several envs, [normalize] needs a (random, reference) for each")
     return space
@@ -544,7 +547,7 @@ def main(argv=None):
     parser.add_argument("--n-trials", type=int, help="start at most this many trials (default: until --hours)")
     parser.add_argument("--workers", type=int, default=os.cpu_count(), help="cores to fill (default: all)")
     parser.add_argument("--run-minutes", type=float, help="a run's budget: the defaults' steps in this time")
-    parser.add_argument("--pruner", choices=["median", "halving", "none"], default="median")
+    parser.add_argument("--pruner", choices=["median", "halving", "none"], help="default: the space's, else median")
     parser.add_argument("--prune-after", type=int, default=5, help="finished trials before the median pruner acts")
     parser.add_argument("--out", help="the journal and the runs (default: tune_runs/NAME)")
     parser.add_argument("--no-proof", action="store_true", help="search only")
@@ -560,9 +563,16 @@ def main(argv=None):
     defaults = check_defaults(space, defaults_all)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = JournalStorage(JournalFileBackend(str(out / "journal.log")))
+    # Successive halving's rungs: the first at `prune_from` tenths of the first seed, each next `reduction` times
+    # further on (tenths counted across the seeds); at each, a trial goes on only among the best 1 in `reduction`
+    # of the trials that reached it. Most trials then cost a fraction of one seed's run, which a run of many
+    # minutes needs for a search of tens of trials to fit its hours (the median pruner keeps about half to the end).
+    halving = optuna.pruners.SuccessiveHalvingPruner(
+        min_resource=space.get("prune_from", 1), reduction_factor=space.get("reduction", 3)
+    )
     pruners = {
         "median": optuna.pruners.MedianPruner(n_startup_trials=opts.prune_after, n_warmup_steps=REPORTS // 2),
-        "halving": optuna.pruners.SuccessiveHalvingPruner(),
+        "halving": halving,
         "none": optuna.pruners.NopPruner(),
     }
     sampler = optuna.samplers.TPESampler(n_startup_trials=8, multivariate=True, constant_liar=True, seed=0)
@@ -570,7 +580,7 @@ def main(argv=None):
         study_name=space["name"],
         storage=storage,
         sampler=sampler,
-        pruner=pruners[opts.pruner],
+        pruner=pruners[opts.pruner or space.get("pruner", "median")],
         direction="maximize",
         load_if_exists=True,
     )

@@ -121,6 +121,29 @@ def test_the_search_prunes_the_worst_curves_and_a_stopped_search_goes_on_from_it
     assert study.best_trial.params["learning-rate"] == max(t.params["learning-rate"] for t in done)
 
 
+def test_successive_halving_stops_most_trials_at_its_first_rung_on_the_first_seed(tmp_path, monkeypatch):
+    space = fake_space(tmp_path, monkeypatch)
+    halving = 'pruner = "halving"\nprune_from = 3\nreduction = 3\n'
+    Path(space).write_text(Path(space).read_text().replace("[normalize]", halving + "[normalize]"))
+    out = tmp_path / "out"
+    assert tune.main([space, "--workers", "1", "--out", str(out), "--no-proof", "--n-trials", "7"]) == 0
+    study = journal(out)
+    pruned = [t for t in study.trials if t.state == optuna.trial.TrialState.PRUNED]
+    assert pruned
+    # rungs at tenths 3, 9 and 27 (the third seed's seventh): a trial stops at one of them, on the values so far
+    assert {max(t.intermediate_values) for t in pruned} <= {3, 9, 27}
+    for trial in pruned:  # at its rung, it was not among the best third (at least the best one) of those there
+        rung = max(trial.intermediate_values)
+        reached = [
+            t.intermediate_values[rung] for t in study.trials[: trial.number + 1] if rung in t.intermediate_values
+        ]
+        kept = sorted(reached, reverse=True)[: max(len(reached) // 3, 1)]
+        assert trial.intermediate_values[rung] < min(kept)
+    assert len(pruned) > len(study.trials) / 2  # most trials cost a fraction of one seed's run
+    worst = min(study.trials, key=lambda t: t.params["learning-rate"])
+    assert worst.state == optuna.trial.TrialState.PRUNED and max(worst.intermediate_values) == 3
+
+
 def test_ctrl_c_stops_the_runs_and_their_trials_run_again_at_the_next_launch(tmp_path, monkeypatch):
     space = fake_space(tmp_path, monkeypatch)
     out = tmp_path / "out"
