@@ -8,18 +8,17 @@ intervals) and its figure from those events, with benchmarks/compare.py. In the 
     python benchmarks/launch.py mujoco --only ours --seeds 1     # part of a suite: prints its table, saves nothing
     python benchmarks/launch.py mujoco --keep                    # results from the runs done so far, none launched
 
-A suite names its title, the compared tag, the budget in env steps, the seeds (env_seeds: fewer for an env whose
-runs take long), the docs page its figure goes to, per-env (random, reference) scores for the aggregate, optionally
-the envs scored by other tags (scored: {env = {name = tag}}, a row per name, as a game's teams), and its learners: a
-label, the envs, a command with {python}, {root}, {env}, {seed}, {budget} and {cleanrl} (--cleanrl: a clone of
-CleanRL, for its scripts) in it, the cores one run uses (default 1: a run that uses two takes two workers), and
-optionally its own ids for the suite's envs (env_ids: CleanRL's BreakoutNoFrameskip-v4 for our atari-breakout), its
-own budget (each learner's default run: scores are then taken at each learner's budget) and another `python` (an
-anchor that needs its own environment). A label may have two entries: its commands on different envs. Each run
-works in its own folder, OUT/<learner>/<env>/seed<N>/, pinned to its cores where `taskset` exists, its output in
-log.txt; a finished run leaves done.json there and is not run again when the suite is launched again (a run stopped
-half way starts over).
-Ctrl-C stops the runs in flight and keeps every finished one.
+A suite names its title, the compared tag, the budget in env steps, the seeds (env_seeds: fewer for an env whose runs
+take long), the docs page its figure goes to, per-env (random, reference) scores for the aggregate, optionally the envs
+scored by other tags (scored: {env = {name = tag}}, a row per name, as a game's teams), and its learners: a label, the
+envs, a command with {python}, {root}, {env}, {seed}, {budget} and {cleanrl} (--cleanrl: a clone of CleanRL, for its
+scripts) in it, the cores one run uses (default 1: a run that uses two takes two workers), and optionally its own ids
+for the suite's envs (env_ids: CleanRL's BreakoutNoFrameskip-v4 for our atari-breakout), its own budget (each learner's
+default run: scores are then taken at each learner's budget) and another `python` (an anchor that needs its own
+environment: "$VAR", the user sets VAR, and `setup` says how to make it). A label may have two entries: its commands on
+different envs. Each run works in its own folder, OUT/<learner>/<env>/seed<N>/, pinned to its cores where `taskset`
+exists, its output in log.txt; a finished run leaves done.json there and is not run again when the suite is launched
+again (a run stopped half way starts over). Ctrl-C stops the runs in flight and keeps every finished one.
 """
 
 import argparse
@@ -74,7 +73,7 @@ def jobs_of(suite: dict, out: Path, only: list, seeds: list, cleanrl: str = "") 
                 if seed not in suite.get("env_seeds", {}).get(env, seeds):  # an env whose runs take fewer seeds
                     continue
                 command = learner["command"].format(
-                    python=learner.get("python", sys.executable),
+                    python=os.path.expandvars(learner.get("python", sys.executable)),  # "$VAR": set by the user
                     root=ROOT,
                     env=learner.get("env_ids", {}).get(env, env),  # the learner's own id for the suite's env
                     seed=seed,
@@ -261,6 +260,14 @@ def main(argv=None):
             "error: this suite runs CleanRL's scripts: pass --cleanrl CLEANRL_CLONE "
             "(git clone https://github.com/vwxyzjn/cleanrl), or --only the other learners"
         )
+    for learner in suite["learners"]:  # an anchor in an environment of its own: "$VAR", its python
+        variable = learner.get("python", "")
+        if learner["label"] in labels and variable.startswith("$") and not opts.dry_run and not opts.keep:
+            if not os.environ.get(variable[1:]):
+                raise SystemExit(
+                    f"error: {learner['label']} runs in an environment of its own: set {variable[1:]} to its python "
+                    f"({learner.get('setup', 'see the suite')}), or --only the other learners"
+                )
     jobs = jobs_of(suite, out, opts.only, opts.seeds or suite["seeds"], opts.cleanrl)
     if opts.dry_run:
         for job in jobs:
