@@ -205,6 +205,32 @@ def test_a_scored_env_gives_a_row_per_team_each_from_its_own_tag(tmp_path):
     assert launch.core_minutes([job]) == 3.0  # one run, two rows: its cost counted once
 
 
+def test_an_anchor_in_its_own_environment_needs_its_python_named(tmp_path, monkeypatch):
+    import launch
+
+    suite = tmp_path / "own.toml"
+    suite.write_text(
+        textwrap.dedent("""
+        title = "own"
+        tag = "eval/return_mean"
+        budget = 1000
+        seeds = [1, 2, 3]
+        [[learners]]
+        label = "theirs"
+        envs = ["Env-v0"]
+        python = "$THEIR_PYTHON"
+        setup = "bash make_theirs.sh"
+        command = "{python} run.py --seed {seed}"
+        """)
+    )
+    monkeypatch.delenv("THEIR_PYTHON", raising=False)
+    with pytest.raises(SystemExit, match="set THEIR_PYTHON to its python \\(bash make_theirs.sh\\)"):
+        launch.main([str(suite), "--out", str(tmp_path / "runs")])
+    monkeypatch.setenv("THEIR_PYTHON", "/opt/theirs/bin/python")
+    jobs = launch.jobs_of(launch.load_suite(str(suite)), tmp_path, [], [1])
+    assert jobs[0]["command"] == "/opt/theirs/bin/python run.py --seed 1"
+
+
 @pytest.mark.parametrize("suite", sorted(p.stem for p in (ROOT / "benchmarks" / "suites").glob("*.toml")))
 def test_every_suite_runs_commands_that_exist_at_least_three_seeds_and_normalizes_every_env(suite, tmp_path, capsys):
     import launch
