@@ -176,7 +176,6 @@ def side_by_side(commands: list, cores: list) -> list:
     """Training speed of commands run at the same time, each pinned to one of `cores` (one core given: one after the
     other), one torch thread each, each in a folder of its own: every run's last perf/train_SPS (training alone,
     evaluations left out), in the commands' order. The speed programs' pairs: ours beside an anchor."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     together = len(set(cores)) >= len(commands)  # else one after the other
     batches = [list(enumerate(commands))] if together else [[pair] for pair in enumerate(commands)]
     speeds = [0.0] * len(commands)
@@ -184,21 +183,15 @@ def side_by_side(commands: list, cores: list) -> list:
         for batch in batches:
             running = []
             for index, command in batch:
-                workdir = Path(folder) / str(index)
-                workdir.mkdir()
-                argv = shlex.split(command)
-                if shutil.which("taskset"):
-                    argv = ["taskset", "-c", str(cores[index % len(cores)]), *argv]
-                log = open(workdir / "log.txt", "w")
-                process = subprocess.Popen(argv, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=env)
-                running.append((index, workdir, log, process))
-            for index, workdir, log, process in running:
+                job = {"folder": Path(folder) / str(index), "command": command, "cores": 1}
+                running.append((index, job, start(job, [cores[index % len(cores)]])))  # pinned, one thread
+            for index, job, process in running:
                 process.wait()
-                log.close()
+                process.log.close()
                 if process.returncode != 0:
-                    tail = (workdir / "log.txt").read_text()[-2000:]
-                    raise SystemExit(f"error: {commands[index]} failed (exit {process.returncode}):\n{tail}")
-                folders = compare.run_folders(str(workdir))
+                    tail = (job["folder"] / "log.txt").read_text()[-2000:]
+                    raise SystemExit(f"error: {job['command']} failed (exit {process.returncode}):\n{tail}")
+                folders = compare.run_folders(str(job["folder"]))
                 speeds[index] = compare.read_curve(folders[0], "perf/train_SPS")[-1][3]
     return speeds
 
