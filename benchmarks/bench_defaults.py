@@ -79,25 +79,24 @@ def main():
         for _ in range(opts.runs):
             ours.append(sps(ROOT, script, flags, out))
             theirs.append(sps(baseline, script, flags, out))
-        ratio = statistics.median(mine / base for mine, base in zip(ours, theirs))  # paired: drift mostly cancels
+        ratios = [mine / base for mine, base in zip(ours, theirs)]  # paired: drift mostly cancels
         runs.append(dict(case=case, ours=ours, baseline=theirs))
         rows.append(
             [
                 case,
                 f"`{script} {' '.join(flags)}`",
-                f"{statistics.median(ours):,.0f}",
-                f"{statistics.median(theirs):,.0f}",
-                f"{ratio:.3f}x",
+                f"{statistics.median(ratios):.3f}x",
+                f"{min(ratios):.3f}x to {max(ratios):.3f}x",
             ]
         )
         print(f"| {' | '.join(rows[-1])} |", flush=True)
-    columns = ["case", "run", "training SPS (median)", f"at {base_commit} (median)", "ratio (median of pairs)"]
+    columns = ["case", "run", f"this checkout / {base_commit} (median of pairs)", "pairs (lowest to highest)"]
     print(results_module.markdown(columns, rows))
     if opts.cases == list(CASES) and opts.runs == 5:
         notes = [
-            f"{opts.runs} runs of each checkout, alternating; each SPS the median of the training SPS the "
-            f"script prints; the ratio the median of the {opts.runs} pairs' ratios; the baseline is commit "
-            f"{base_commit}."
+            f"{opts.runs} runs of each checkout, alternating; a pair's ratio: the training SPS the script prints, "
+            f"this checkout's run over the baseline's just after it; the baseline is commit {base_commit}. Only "
+            "ratios here: a script's own speed is on its page."
         ]
         table = dict(columns=columns, rows=rows, notes=notes)
         results_module.save("defaults-speed", (time.time() - start) / 60, table=table, runs=runs)

@@ -16,9 +16,10 @@ cores; one line per log instead of the dashboard (--dashboard restores it); the 
 pufferl.train() runs after training (no learning, steps logged past the total) are left out. Boolean options of
 PufferLib 3.0.0's parser are parsed with type=bool (any value is True): leave them as its config has them.
 
-Tags (step = agent steps = env steps: Tetris has one agent per env): charts/episodic_return (the mean return of the
-episodes finished since the last log, weighted by their count), charts/episodes, charts/env_steps, charts/SPS, and
-every value PuffeRL logs under its own name (SPS, environment/*, losses/*, performance/*).
+Tags (step = agent steps = env steps: Tetris has one agent per env): charts/episodic_return, tetris/lines_deleted
+and tetris/score (the means over the games finished since the last log, weighted by their count), charts/episodes,
+charts/env_steps, charts/SPS, and every value PuffeRL logs under its own name (SPS, environment/*, losses/*,
+performance/*).
 """
 
 import argparse
@@ -30,6 +31,8 @@ import sys
 import time
 
 ENV_NAME = "puffer_tetris"
+# Ocean Tetris's per-game stats under our scripts' tag names
+OUR_TAGS = {"ep_return": "charts/episodic_return", "lines_deleted": "tetris/lines_deleted", "score": "tetris/score"}
 
 
 def parse_args():
@@ -108,9 +111,8 @@ def main():
                 if isinstance(v, (int, float, np.floating, np.integer)) and math.isfinite(float(v)):
                     w.add_scalar(k, float(v), step)
             if self.episodes is not None:
-                ret, n = self.episodes
-                w.add_scalar("charts/episodic_return", ret, step)
-                w.add_scalar("charts/episodes", n, step)
+                for tag, value in self.episodes.items():
+                    w.add_scalar(tag, value, step)
                 self.episodes = None
             w.add_scalar("charts/env_steps", step, step)
             w.add_scalar("charts/SPS", float(logs["SPS"]), step)
@@ -122,9 +124,14 @@ def main():
     class AnchorPuffeRL(pufferl.PuffeRL):
         def mean_and_log(self):
             # Each Tetris info dict holds per-chunk means plus their episode count n: weight by n.
-            rets, ns = self.stats.get("ep_return", []), self.stats.get("n", [])
-            if rets and len(rets) == len(ns) and sum(ns) > 0:
-                self.logger.episodes = (float(np.dot(rets, ns) / np.sum(ns)), float(np.sum(ns)))
+            ns = self.stats.get("n", [])
+            if ns and sum(ns) > 0:
+                episodes = {"charts/episodes": float(np.sum(ns))}
+                for key, tag in OUR_TAGS.items():
+                    values = self.stats.get(key, [])
+                    if len(values) == len(ns):
+                        episodes[tag] = float(np.dot(values, ns) / np.sum(ns))
+                self.logger.episodes = episodes
             logs = super().mean_and_log()
             if not args.dashboard and logs is not None:
                 ret = logs.get("environment/ep_return")
