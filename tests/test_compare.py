@@ -272,3 +272,27 @@ def test_report_redraws_a_figure_whose_curves_changed_and_check_says_so(tmp_path
     result["runs"][0]["curve"][-1][3] -= 1.0
     report.render_figure("a2c-cartpole-sb3", {"a2c-cartpole-sb3": result}, page, True, drawn)
     assert drawn == ["a2c-cartpole-sb3"]
+
+
+def test_random_play_on_tetris_writes_the_games_mean_at_each_tenth(tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "benchmarks" / "anchors"))
+    import random_play
+
+    from common.tetris import Tetris
+
+    monkeypatch.chdir(tmp_path)
+    run_dir = random_play.write_run("tetris", 3, seed=2, budget=1000)
+    totals = []  # the same three games stepped here, their rewards summed
+    for episode in range(3):
+        env = Tetris(num_envs=1, seed=200_000 + episode, log_interval=1)
+        rng = np.random.default_rng(200_000 + episode)
+        total, ended = 0.0, False
+        while not ended:
+            _, rewards, terminals, truncations, _ = env.step(rng.integers(0, 7, 1, dtype=np.int32))
+            total += float(rewards[0])
+            ended = terminals[0] or truncations[0]
+        totals.append(total)
+    curve = compare.read_curve(run_dir, "charts/episodic_return")
+    assert [point[0] for point in curve] == list(range(0, 1001, 100))
+    assert [point[3] for point in curve] == pytest.approx([np.mean(totals)] * 11, rel=1e-5)
+    assert len(compare.read_curve(run_dir, "tetris/lines_deleted")) == 11
