@@ -5,15 +5,16 @@ the Edge of the Statistical Precipice", NeurIPS 2021; its `rliable` library). Of
 folders: ours, or anyone's that write CleanRL's tag names (charts/episodic_return, eval/return_mean, ...).
 
     python benchmarks/compare.py ours=runs_a/ sb3=runs_b/ --tag eval/return_mean --out cartpole
-    python benchmarks/compare.py ours="runs/BreakoutNoFrameskip-v4__ppo_puffer_async__*" \\
-        cleanrl="cleanrl/runs/BreakoutNoFrameskip-v4__ppo_atari__*" --budget 1000000 --out breakout
+    python benchmarks/compare.py ours="runs/atari-breakout__ppo_puffer_async__*" \\
+        cleanrl="cleanrl/runs/BreakoutNoFrameskip-v4__ppo_atari__*" --env Breakout --budget 1000000 --out breakout
     python benchmarks/compare.py --results a2c-cartpole-sb3 --out cartpole   # a suite's results file
 
 Each LABEL=PATTERN names the run folders of one learner (a glob; a folder holding run folders counts as its run
 folders). A run folder is one run; its env is the first `__`-separated part of its name (CleanRL's and our run names,
-`{env_id}__{exp_name}__{seed}__{time}`). Writes OUT.png (each env's curves: the mean over seeds with a 95% bootstrap
-band, against env steps, agent steps where a run logs charts/agent_steps apart from its env steps, and wall-clock
-minutes), OUT-profile.png (with two or more labels and --normalize) and OUT.md (the tables), and prints the tables.
+`{env_id}__{exp_name}__{seed}__{time}`), or --env's name for every run (one game under two ids). Writes OUT.png
+(each env's curves: the mean over seeds with a 95% bootstrap band, against env steps, agent steps where a run logs
+charts/agent_steps apart from its env steps, and wall-clock minutes), OUT-profile.png (with two or more labels and
+--normalize) and OUT.md (the tables), and prints the tables.
 
 A run's final score is the mean of its values logged after 90% of the budget (--budget, or the shortest run's last
 step): the last evaluation of a run that evaluates every tenth of its budget, the last tenth's episodes of a
@@ -385,8 +386,8 @@ def plot_profile(runs: list, budget: float, normalize: dict, out: str) -> str:
     return path
 
 
-def runs_from_folders(patterns: list, tag: str) -> list:
-    """[{"label", "env", "seed", "curve"}] from LABEL=PATTERN arguments."""
+def runs_from_folders(patterns: list, tag: str, env: str = None) -> list:
+    """[{"label", "env", "seed", "curve"}] from LABEL=PATTERN arguments; `env` names every run's env."""
     runs = []
     for argument in patterns:
         label, sep, pattern = argument.partition("=")
@@ -396,7 +397,8 @@ def runs_from_folders(patterns: list, tag: str) -> list:
         if not folders:
             raise SystemExit(f"error: {label}={pattern}: no folder with TensorBoard events there")
         for number, folder in enumerate(folders):
-            runs.append({"label": label, "env": env_of(folder), "seed": number, "curve": read_curve(folder, tag)})
+            curve = read_curve(folder, tag)
+            runs.append({"label": label, "env": env or env_of(folder), "seed": number, "curve": curve})
     return runs
 
 
@@ -405,6 +407,7 @@ def main(argv=None):
     parser.add_argument("learners", nargs="*", help="LABEL=PATTERN: one learner's run folders (a glob)")
     parser.add_argument("--results", help="a results file's runs instead (benchmarks/results/NAME.json)")
     parser.add_argument("--tag", default="charts/episodic_return", help="the scalar compared")
+    parser.add_argument("--env", help="every run's env, where learners name one env differently (default: its name's)")
     parser.add_argument("--budget", type=float, help="env steps the scores are taken at (default: shortest run's)")
     parser.add_argument(
         "--normalize",
@@ -438,7 +441,7 @@ def main(argv=None):
     else:
         if not opts.learners:
             raise SystemExit("error: name the runs to compare (LABEL=PATTERN ...), or pass --results NAME")
-        runs = runs_from_folders(opts.learners, opts.tag)
+        runs = runs_from_folders(opts.learners, opts.tag, opts.env)
         tag = opts.tag
         budget = opts.budget or min(run["curve"][-1][1] for run in runs)
     table, _ = tables(runs, budget, normalize, tag, opts.scores)

@@ -120,6 +120,16 @@ def test_compare_reads_run_folders_and_writes_a_table_and_a_figure_that_carries_
     assert report.png_description(Path(f"{out}.png")) == compare.curves_hash(runs)
 
 
+def test_env_names_one_game_that_two_learners_name_differently(tmp_path):
+    write_run(tmp_path / "a" / "atari-breakout__ours__1__1", [(100, 1.0)])
+    write_run(tmp_path / "b" / "BreakoutNoFrameskip-v4__ppo_atari__1__1", [(100, 2.0)])
+    patterns = [f"ours={tmp_path / 'a'}", f"cleanrl={tmp_path / 'b'}"]
+    apart = compare.runs_from_folders(patterns, "charts/episodic_return")
+    assert [run["env"] for run in apart] == ["atari-breakout", "BreakoutNoFrameskip-v4"]
+    together = compare.runs_from_folders(patterns, "charts/episodic_return", env="Breakout")
+    assert [run["env"] for run in together] == ["Breakout", "Breakout"]
+
+
 def test_agent_steps_become_env_steps_where_a_run_logs_them(tmp_path):
     write_run(tmp_path / "Env-v0__x__1__1", [(300, 1.0), (600, 2.0)], env_steps_per_step=1 / 3)
     curve = compare.read_curve(str(tmp_path / "Env-v0__x__1__1"), "charts/episodic_return")
