@@ -284,14 +284,14 @@ def test_report_redraws_a_figure_whose_curves_changed_and_check_says_so(tmp_path
     assert drawn == ["a2c-cartpole-sb3"]
 
 
-def test_random_play_on_tetris_writes_the_games_mean_at_each_tenth(tmp_path, monkeypatch):
+def test_random_tetris_writes_the_games_mean_at_each_tenth(tmp_path, monkeypatch):
     sys.path.insert(0, str(ROOT / "benchmarks" / "anchors"))
-    import random_play
+    import random_tetris
 
     from common.tetris import Tetris
 
     monkeypatch.chdir(tmp_path)
-    run_dir = random_play.write_run("tetris", 3, seed=2, budget=1000)
+    run_dir = random_tetris.write_run(3, seed=2, budget=1000)
     totals = []  # the same three games stepped here, their rewards summed
     for episode in range(3):
         env = Tetris(num_envs=1, seed=200_000 + episode, log_interval=1)

@@ -1,18 +1,15 @@
 """The mean return of uniformly random actions: the "random" score a suite normalizes by (benchmarks/suites/), and,
-with --seed, random play as a suite's learner on PettingZoo's MPE tasks (benchmarks/suites/mpe.toml) and on our
-Tetris (benchmarks/suites/tetris.toml).
+with --seed, random play as a suite's learner on PettingZoo's MPE tasks (benchmarks/suites/mpe.toml).
 
     python benchmarks/anchors/random_play.py Hopper-v5 Walker2d-v5 --episodes 20
     python benchmarks/anchors/random_play.py mpe2.simple_tag_v3 --episodes 1000 --seed 1 --budget 6000000
-    python benchmarks/anchors/random_play.py tetris --episodes 1000 --seed 1 --budget 90000000
 
-Episode i is seeded i, the action space seeded 0. With --seed, episode i is seeded 100,000 x seed + i and the run
-writes TensorBoard events in runs/ under the tags our scripts use. A PettingZoo env: every agent plays uniformly at
-random, written as ppo_puffer_async.py names its evaluations: eval/return_mean (the mean over every agent's episode
-return), and, for an env of several kinds of agent, eval/return_mean/<kind> and eval/return_vs_random/<kind> (what
-a team scores when every team plays at random). Tetris: uniformly random moves, written as the scripts name their
-training games: charts/episodic_return and tetris/lines_deleted. Random play learns nothing: the same value is
-written at each tenth of --budget, so that its curve spans the trained runs' steps.
+Episode i is seeded i, the action space seeded 0. With --seed, every agent of the PettingZoo env plays uniformly at
+random, episode i seeded 100,000 x seed + i, and the run writes TensorBoard events in runs/ as ppo_puffer_async.py
+names its evaluations: eval/return_mean (the mean over every agent's episode return), and, for an env of several
+kinds of agent, eval/return_mean/<kind> and eval/return_vs_random/<kind> (what a team scores when every team plays
+at random). Random play learns nothing: the same value is written at each tenth of --budget, so that its curve
+spans the trained runs' steps.
 """
 
 import argparse
@@ -75,39 +72,16 @@ def random_kinds(env_id: str, episodes: int, seed: int) -> dict:
     return returns
 
 
-def random_tetris(episodes: int, seed: int) -> dict:
-    """{stat: every game's value} of uniformly random moves in our Tetris (the return and the lines deleted)."""
-    from common.tetris import Tetris
-
-    stats = {"ep_return": [], "lines_deleted": []}
-    for episode in range(episodes):
-        env = Tetris(num_envs=1, seed=100_000 * seed + episode, log_interval=1)
-        rng = np.random.default_rng(100_000 * seed + episode)
-        ended = False
-        while not ended:
-            action = rng.integers(0, env.single_action_space.n, 1, dtype=np.int32)
-            _, _, terminals, truncations, infos = env.step(action)
-            ended = terminals[0] or truncations[0]
-        for key, values in stats.items():
-            values.append(infos[0][key])
-    return stats
-
-
 def write_run(env_id: str, episodes: int, seed: int, budget: int) -> str:
-    """Random play as a run's TensorBoard events, in runs/<run name>/."""
+    """Random play's evaluation as a run's TensorBoard events, in runs/<run name>/."""
     from torch.utils.tensorboard import SummaryWriter
 
-    if env_id == "tetris":
-        stats = random_tetris(episodes, seed)
-        scalars = {"charts/episodic_return": float(np.mean(stats["ep_return"]))}
-        scalars["tetris/lines_deleted"] = float(np.mean(stats["lines_deleted"]))
-    else:
-        returns = random_kinds(env_id, episodes, seed)
-        scalars = {"eval/return_mean": float(np.mean([r for kind in returns.values() for r in kind]))}
-        if len(returns) > 1:
-            for kind, values in returns.items():
-                scalars[f"eval/return_mean/{kind}"] = float(np.mean(values))
-                scalars[f"eval/return_vs_random/{kind}"] = float(np.mean(values))
+    returns = random_kinds(env_id, episodes, seed)
+    scalars = {"eval/return_mean": float(np.mean([r for kind in returns.values() for r in kind]))}
+    if len(returns) > 1:
+        for kind, values in returns.items():
+            scalars[f"eval/return_mean/{kind}"] = float(np.mean(values))
+            scalars[f"eval/return_vs_random/{kind}"] = float(np.mean(values))
     run_dir = os.path.join("runs", f"{env_id}__random_play__{seed}")
     writer = SummaryWriter(run_dir)
     for tenth in range(11):
@@ -121,7 +95,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("env_ids", nargs="+")
     parser.add_argument("--episodes", type=int, default=20)
-    parser.add_argument("--seed", type=int, help="a PettingZoo env or tetris as a suite's learner: its run (see above)")
+    parser.add_argument("--seed", type=int, help="a PettingZoo env as a suite's learner: write its run (see above)")
     parser.add_argument("--budget", type=int, default=1, help="with --seed: the steps its curve spans")
     opts = parser.parse_args()
     for env_id in opts.env_ids:
