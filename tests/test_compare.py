@@ -187,11 +187,15 @@ def test_the_launcher_runs_a_suite_on_workers_keeps_done_runs_and_writes_results
     assert saved["values"]["plain.env-v0.final.verdict"] == "better"  # the first learner against this one
     assert (tmp_path / "figures" / "fake.png").exists()
     done = out / "plain" / "Env-v0" / "seed2" / "done.json"
-    before = os.stat(done).st_mtime_ns
     (out / "plain" / "Env-v0" / "seed3" / "done.json").unlink()  # a run stopped half way
+    for kept in out.glob("*/Env-v0/seed*/done.json"):  # as if each kept run had taken ten minutes
+        kept.write_text(json.dumps({**json.loads(kept.read_text()), "minutes": 10.0}))
+    before = os.stat(done).st_mtime_ns
     assert launch.main([str(suite), "--workers", "2", "--out", str(out)]) == 0
     assert os.stat(done).st_mtime_ns == before  # a finished run is not run again
     assert (out / "plain" / "Env-v0" / "seed3" / "done.json").exists()
+    saved = json.loads((tmp_path / "results" / "fake.json").read_text())
+    assert 25.0 <= saved["minutes"] < 25.5  # the suite's six runs on 2 workers, not the last launch's one run
     with pytest.raises(SystemExit, match="the suite's learners are good, plain"):
         launch.main([str(suite), "--only", "nobody"])
 
