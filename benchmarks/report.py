@@ -28,7 +28,6 @@ ATARI_SPEED = ("python benchmarks/bench_atari.py --speed --cleanrl CLEANRL_CLONE
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # Each table's benchmark and about how long it takes on 2 cores: what a table with no results file yet says to run.
 BENCHES = {
-    "mpe": ("python benchmarks/bench_mpe.py", 150),
     "mujoco-speed": ("python benchmarks/bench_mujoco.py --cleanrl CLEANRL_CLONE", 15),
     "atari-speed": ATARI_SPEED,
     "atari-split": ATARI_SPEED,
