@@ -219,6 +219,36 @@ def test_a_scored_env_gives_a_row_per_team_each_from_its_own_tag(tmp_path):
     assert launch.core_minutes([job]) == 3.0  # one run, two rows: its cost counted once
 
 
+@pytest.mark.one_set
+def test_a_suite_whose_game_is_scored_per_team_saves_its_results_when_every_run_is_done(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import launch
+    import results
+
+    (tmp_path / "good.py").write_text(FAKE_RUN.replace("{label}", "good"))
+    suite = tmp_path / "teams.toml"
+    suite.write_text(
+        textwrap.dedent(f"""
+        title = "teams"
+        tag = "eval/return_mean"
+        budget = 1000
+        seeds = [1, 2, 3]
+        [scored]
+        "Env-v0" = {{ "red" = "eval/return_mean", "blue" = "eval/return_mean" }}
+        [[learners]]
+        label = "good"
+        envs = ["Env-v0"]
+        command = "{{python}} {tmp_path}/good.py {{seed}}"
+        """)
+    )
+    monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(launch, "FIGURES", tmp_path / "figures")
+    monkeypatch.setattr(launch, "ROOT", tmp_path)
+    assert launch.main([str(suite), "--workers", "2", "--out", str(tmp_path / "runs")]) == 0
+    saved = json.loads((tmp_path / "results" / "teams.json").read_text())  # three runs, two rows each
+    assert sorted({run["env"] for run in saved["runs"]}) == ["Env-v0 blue", "Env-v0 red"] and len(saved["runs"]) == 6
+
+
 def test_an_anchor_in_its_own_environment_needs_its_python_named(tmp_path, monkeypatch):
     import launch
 
