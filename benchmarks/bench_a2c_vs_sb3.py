@@ -2,17 +2,19 @@
 (Their learning is compared by the suite `python benchmarks/launch.py a2c-cartpole-sb3`.)
 
     pip install -e ".[bench]"            # stable-baselines3 is a benchmark-only extra
-    python benchmarks/bench_a2c_vs_sb3.py                    # the docs' table: 5 seeds, ~3 minutes on 2 cores
+    python benchmarks/bench_a2c_vs_sb3.py                    # the docs' table: 5 seeds, ~6 minutes on 2 cores
     python benchmarks/bench_a2c_vs_sb3.py --seeds 1 --sps-timesteps 20000               # quick look
 
 Per seed, ours at SB3's settings (RL Zoo's CartPole-v1 settings: 8 envs, n_steps 5, RMSprop 7e-4 constant, no
 observation normalization) and SB3 2.9.2's A2C (benchmarks/anchors/sb3.py) train side by side, --sps-timesteps steps
 each, one on each of --cores, one torch thread each, both evaluating every 10k steps (evaluation time left out of their
-training SPS); the ratio is the median over the seeds of ours / SB3's. The default configuration writes
+training SPS), then again with the cores swapped (two cores need not run alike); each one's SPS is the geometric mean of
+its two runs, and the ratio is the median over the seeds of ours / SB3's. The default configuration writes
 benchmarks/results/a2c-sb3-speed.json, from which `python benchmarks/report.py` renders docs/a2c.md's table.
 """
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -36,18 +38,24 @@ SB3 = (
 
 
 def speed_pair(seed: int, steps: int, cores) -> dict:
-    """Ours at SB3's settings and SB3 at the same time, SB3 on the first of `cores`, ours on the last (one core given:
-    one after the other): {"ours", "sb3"} training SPS."""
+    """Ours at SB3's settings and SB3 at the same time, twice: SB3 on the first of `cores` and ours on the last, then
+    the other way round, since two cores of one machine need not run alike (one core given: one after the other, both
+    times). {"ours", "sb3"}: each one's training SPS, the geometric mean of its two runs; {"each_way"}: the runs."""
     words = dict(python=sys.executable, root=launch.ROOT, seed=seed, steps=steps)
-    sb3, ours = launch.side_by_side([SB3.format(**words), OURS.format(**words)], cores)
-    return {"ours": ours, "sb3": sb3}
+    commands = [SB3.format(**words), OURS.format(**words)]
+    sb3, ours = launch.side_by_side(commands, cores)
+    sb3_swapped, ours_swapped = launch.side_by_side(commands, cores[::-1])
+    each_way = [{"ours": ours, "sb3": sb3}, {"ours": ours_swapped, "sb3": sb3_swapped}]
+    return {"ours": math.sqrt(ours * ours_swapped), "sb3": math.sqrt(sb3 * sb3_swapped), "each_way": each_way}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=SEEDS)
     parser.add_argument("--sps-timesteps", type=int, default=100_000, help="steps of each side of a pair")
-    parser.add_argument("--cores", type=int, nargs="+", default=[0, 1], help="SB3 on the first, ours on the last")
+    parser.add_argument(
+        "--cores", type=int, nargs="+", default=[0, 1], help="SB3 on the first, ours on the last, then swapped"
+    )
     opts = parser.parse_args()
     start = time.time()
     pairs = {}
@@ -78,9 +86,10 @@ def main():
     if opts.seeds == SEEDS and opts.sps_timesteps == 100_000:
         notes = [
             f"Per seed ({seeds}), ours at SB3's settings and SB3 trained side by side in this run, "
-            f"{opts.sps_timesteps:,} steps each, one core and one torch thread each, evaluation time left out."
+            f"{opts.sps_timesteps:,} steps each, one core and one torch thread each, evaluation time left out; "
+            "each pair ran twice, the cores swapped, and each side's SPS is the geometric mean of its two runs."
         ]
-        runs = [dict(seed=seed, ours=pair["ours"], sb3=pair["sb3"]) for seed, pair in pairs.items()]
+        runs = [dict(seed=seed, **pair) for seed, pair in pairs.items()]
         results_module.save(
             "a2c-sb3-speed", (time.time() - start) / 60, table=dict(columns=columns, rows=table, notes=notes), runs=runs
         )

@@ -3,16 +3,19 @@ settings, its hyperparams/ppo_lstm.yml at commit 22e3ff2) on CartPole with the v
 (Their learning, with the memoryless control: the suite `python benchmarks/launch.py cartpole-novel`.)
 
     pip install -e ".[bench]"          # stable-baselines3, sb3-contrib
-    python benchmarks/bench_lstm_cartpole_novel.py            # the docs' table: ~3 min
+    python benchmarks/bench_lstm_cartpole_novel.py            # the docs' table: ~5 min
     python benchmarks/bench_lstm_cartpole_novel.py --sps-timesteps 10000
 
 Ours --lstm at its cartpole-novel preset and sb3-contrib (benchmarks/anchors/sb3.py) train side by side, seed 1,
 --sps-timesteps steps each, one on each of --cores, one torch thread each, both evaluating every 10k steps (evaluation
-time left out of their training SPS). The default configuration writes benchmarks/results/cartpole-novel-speed.json,
-from which `python benchmarks/report.py` renders docs/ppo_puffer_async.md's table.
+time left out of their training SPS), then again with the cores swapped (two cores need not run alike): each one's
+SPS is the geometric mean of its two runs. The default configuration writes
+benchmarks/results/cartpole-novel-speed.json, from which `python benchmarks/report.py` renders
+docs/ppo_puffer_async.md's table.
 """
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -36,12 +39,17 @@ SB3_CONTRIB = (
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sps-timesteps", type=int, default=SPS_STEPS, help="steps of each side of the SPS pair")
-    parser.add_argument("--cores", type=int, nargs="+", default=[0, 1], help="the SPS pair: sb3-contrib on the first")
+    parser.add_argument(
+        "--cores", type=int, nargs="+", default=[0, 1], help="the SPS pair: sb3-contrib on the first, then swapped"
+    )
     opts = parser.parse_args()
     start = time.time()
     words = dict(python=sys.executable, root=launch.ROOT, steps=opts.sps_timesteps)
-    theirs, ours = launch.side_by_side([SB3_CONTRIB.format(**words), OURS.format(**words)], opts.cores)
-    pair = {"lstm": ours, "sb3-contrib": theirs}
+    commands = [SB3_CONTRIB.format(**words), OURS.format(**words)]
+    theirs, ours = launch.side_by_side(commands, opts.cores)
+    # again the other way round: two cores of one machine need not run alike
+    theirs_swapped, ours_swapped = launch.side_by_side(commands, opts.cores[::-1])
+    pair = {"lstm": math.sqrt(ours * ours_swapped), "sb3-contrib": math.sqrt(theirs * theirs_swapped)}
     ratio = pair["lstm"] / pair["sb3-contrib"]
     version = __import__("sb3_contrib").__version__
     columns = ["learner", "training SPS, side by side", "ratio"]
@@ -53,9 +61,13 @@ def main():
     if opts.sps_timesteps == SPS_STEPS:
         notes = [
             f"Seed 1, {opts.sps_timesteps:,} steps each, trained side by side, one core and one torch thread each, "
-            "evaluation time left out; the ratio is ours over sb3-contrib's."
+            "evaluation time left out, twice, the cores swapped (each side's SPS: the geometric mean of its two runs); "
+            "the ratio is ours over sb3-contrib's."
         ]
-        runs = [dict(learner=learner, sps=pair[learner]) for learner in ("lstm", "sb3-contrib")]
+        runs = [
+            dict(learner="lstm", sps=pair["lstm"], each_way=[ours, ours_swapped]),
+            dict(learner="sb3-contrib", sps=pair["sb3-contrib"], each_way=[theirs, theirs_swapped]),
+        ]
         results_module.save(
             "cartpole-novel-speed",
             (time.time() - start) / 60,

@@ -41,9 +41,9 @@ BENCHES = {
     "vector": ("python benchmarks/bench_vector.py", 2),
     "distributed": ("python benchmarks/bench_distributed.py", 4),
     "watch-costs": ("python benchmarks/bench_watch.py", 2),
-    "a2c-continuous-speed": ("python benchmarks/bench_a2c_continuous.py", 5),
-    "a2c-sb3-speed": ("python benchmarks/bench_a2c_vs_sb3.py", 3),
-    "cartpole-novel-speed": ("python benchmarks/bench_lstm_cartpole_novel.py", 3),
+    "a2c-continuous-speed": ("python benchmarks/bench_a2c_continuous.py", 6),
+    "a2c-sb3-speed": ("python benchmarks/bench_a2c_vs_sb3.py", 6),
+    "cartpole-novel-speed": ("python benchmarks/bench_lstm_cartpole_novel.py", 5),
     "defaults-speed": ("python benchmarks/bench_defaults.py --baseline BEFORE_CHECKOUT", 12),
     "profile-ppo-cleanrl": (
         "python benchmarks/profile_steps.py ppo_puffer_async.py --env-id HalfCheetah-v5 "
