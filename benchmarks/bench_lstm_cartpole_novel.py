@@ -15,7 +15,6 @@ docs/ppo_puffer_async.md's table.
 """
 
 import argparse
-import math
 import os
 import sys
 import time
@@ -46,10 +45,8 @@ def main():
     start = time.time()
     words = dict(python=sys.executable, root=launch.ROOT, steps=opts.sps_timesteps)
     commands = [SB3_CONTRIB.format(**words), OURS.format(**words)]
-    theirs, ours = launch.side_by_side(commands, opts.cores)
-    # again the other way round: two cores of one machine need not run alike
-    theirs_swapped, ours_swapped = launch.side_by_side(commands, opts.cores[::-1])
-    pair = {"lstm": math.sqrt(ours * ours_swapped), "sb3-contrib": math.sqrt(theirs * theirs_swapped)}
+    speeds, each_way = launch.side_by_side(commands, opts.cores)
+    pair = {"lstm": speeds[1], "sb3-contrib": speeds[0]}
     ratio = pair["lstm"] / pair["sb3-contrib"]
     version = __import__("sb3_contrib").__version__
     columns = ["learner", "training SPS, side by side", "ratio"]
@@ -65,8 +62,8 @@ def main():
             "the ratio is ours over sb3-contrib's."
         ]
         runs = [
-            dict(learner="lstm", sps=pair["lstm"], each_way=[ours, ours_swapped]),
-            dict(learner="sb3-contrib", sps=pair["sb3-contrib"], each_way=[theirs, theirs_swapped]),
+            dict(learner="lstm", sps=pair["lstm"], each_way=[way[1] for way in each_way]),
+            dict(learner="sb3-contrib", sps=pair["sb3-contrib"], each_way=[way[0] for way in each_way]),
         ]
         results_module.save(
             "cartpole-novel-speed",

@@ -13,12 +13,13 @@ Each LABEL=PATTERN names the run folders of one learner (a glob; a folder holdin
 folders). A run folder is one run; its env is the first `__`-separated part of its name (CleanRL's and our run names,
 `{env_id}__{exp_name}__{seed}__{time}`), or --env's name for every run (one game under two ids). Writes OUT.png
 (each env's curves: the mean over seeds with a 95% bootstrap band, against env steps, agent steps where a run logs
-charts/agent_steps apart from its env steps, and wall-clock minutes), OUT-profile.png (with two or more labels and
+charts/env_steps apart from its steps, and wall-clock minutes), OUT-profile.png (with two or more labels and
 --normalize) and OUT.md (the tables), and prints the tables.
 
-A run's final score is the mean of its values logged after 90% of the budget (--budget, or the shortest run's last
-step): the last evaluation of a run that evaluates every tenth of its budget, the last tenth's episodes of a
-training-return curve. "better" in the tables means the 95% intervals of the IQM separate; "on par" that they overlap.
+A run's final score is the mean of its values logged after 90% of the budget (--budget, or the shortest run's last step;
+counted in the steps a run logs at, its agent steps, as --total-timesteps counts them): the last evaluation of a run
+that evaluates every tenth of its budget, the last tenth's episodes of a training-return curve. "better" in the tables
+means the 95% intervals of the IQM separate; "on par" that they overlap.
 """
 
 import argparse
@@ -156,9 +157,9 @@ def env_of(run_dir: str) -> str:
 
 
 def final_score(curve: list, budget: float, share: float = SCORES["final"]) -> float:
-    """The mean of a curve's values at env steps after (1 - share) of the budget and up to it; the last value at or
+    """The mean of a curve's values at agent steps after (1 - share) of the budget and up to it; the last value at or
     before the budget where none falls there."""
-    points = [(row[1], row[3]) for row in curve if row[1] <= budget]
+    points = [(row[0], row[3]) for row in curve if row[0] <= budget]
     if not points:
         raise SystemExit(f"error: a run logged nothing by step {budget:,.0f} (pass a larger --budget)")
     late = [value for step, value in points if step > (1 - share) * budget]
@@ -308,6 +309,15 @@ def curves_hash(runs: list) -> str:
     return hashlib.sha256(data.encode()).hexdigest()[:16]
 
 
+def axis_end(members: list, column: int, budget: float) -> float:
+    """Where a label's curves end on the axis of `column` of their rows: at its budget in agent steps; in env steps
+    and in seconds, as far as its runs got by that budget (a run of three agents per env ends at a third of it)."""
+    own = max(budget_of(run, budget) for run in members)
+    if column == 0:
+        return own
+    return max(row[column] for run in members for row in run["curve"] if row[0] <= own)
+
+
 def plot(runs: list, budget: float, out: str, tag: str, caption: str = "") -> str:
     """OUT.png: a row per env, a column per x axis (env steps; agent steps where they differ; wall-clock minutes),
     each label's mean over runs with its 95% bootstrap band."""
@@ -327,11 +337,7 @@ def plot(runs: list, budget: float, out: str, tag: str, caption: str = "") -> st
             axis = axes[row][column]
             for number, (label, members) in enumerate(by_label.items()):
                 scale = 60.0 if index == 2 else 1.0
-                own = max(budget_of(run, budget) for run in members)
-                end = own if index == 1 else max(r[index] for run in members for r in run["curve"])
-                if index == 0:  # agent steps: the budget in env steps times the agents per env
-                    end = max(r[0] for run in members for r in run["curve"] if r[1] <= own)
-                grid = np.linspace(0, end, 60)[1:]
+                grid = np.linspace(0, axis_end(members, index, budget), 60)[1:]
                 curves = np.array([on_grid(run["curve"], index, grid) for run in members])
                 mean, low, high = mean_band(curves)
                 colour = f"C{number}"
@@ -408,7 +414,7 @@ def main(argv=None):
     parser.add_argument("--results", help="a results file's runs instead (benchmarks/results/NAME.json)")
     parser.add_argument("--tag", default="charts/episodic_return", help="the scalar compared")
     parser.add_argument("--env", help="every run's env, where learners name one env differently (default: its name's)")
-    parser.add_argument("--budget", type=float, help="env steps the scores are taken at (default: shortest run's)")
+    parser.add_argument("--budget", type=float, help="agent steps the scores are taken at (default: shortest run's)")
     parser.add_argument(
         "--normalize",
         nargs="+",
@@ -443,7 +449,7 @@ def main(argv=None):
             raise SystemExit("error: name the runs to compare (LABEL=PATTERN ...), or pass --results NAME")
         runs = runs_from_folders(opts.learners, opts.tag, opts.env)
         tag = opts.tag
-        budget = opts.budget or min(run["curve"][-1][1] for run in runs)
+        budget = opts.budget or min(run["curve"][-1][0] for run in runs)
     table, _ = tables(runs, budget, normalize, tag, opts.scores)
     text = "\n\n".join([markdown(table["columns"], table["rows"]), *table["notes"]])
     print(text)

@@ -8,21 +8,23 @@ intervals) and its figure from those events, with benchmarks/compare.py. In the 
     python benchmarks/launch.py mujoco --only ours --seeds 1     # part of a suite: prints its table, saves nothing
     python benchmarks/launch.py mujoco --keep                    # results from the runs done so far, none launched
 
-A suite names its title, the compared tag, the budget in env steps, the seeds (env_seeds: fewer for an env whose runs
-take long), the docs page its figure goes to, per-env (random, reference) scores for the aggregate, optionally the envs
-scored by other tags (scored: {env = {name = tag}}, a row per name, as a game's teams), and its learners: a label, the
-envs, a command with {python}, {root}, {env}, {seed}, {budget} and {cleanrl} (--cleanrl: a clone of CleanRL, for its
-scripts) in it, the cores one run uses (default 1: a run that uses two takes two workers), and optionally its own ids
-for the suite's envs (env_ids: CleanRL's BreakoutNoFrameskip-v4 for our atari-breakout), its own budget (each learner's
-default run: scores are then taken at each learner's budget) and another `python` (an anchor that needs its own
-environment: "$VAR", the user sets VAR, and `setup` says how to make it). A label may have two entries: its commands on
-different envs. Each run works in its own folder, OUT/<learner>/<env>/seed<N>/, pinned to its cores where `taskset`
-exists, its output in log.txt; a finished run leaves done.json there and is not run again when the suite is launched
-again (a run stopped half way starts over). Ctrl-C stops the runs in flight and keeps every finished one.
+A suite names its title, the compared tag, the budget in agent steps (as --total-timesteps counts them), the seeds
+(env_seeds: fewer for an env whose runs take long), the docs page its figure goes to, per-env (random, reference) scores
+for the aggregate, optionally the envs scored by other tags (scored: {env = {name = tag}}, a row per name, as a game's
+teams), and its learners: a label, the envs, a command with {python}, {root}, {env}, {seed}, {budget} and {cleanrl}
+(--cleanrl: a clone of CleanRL, for its scripts) in it, the cores one run uses (default 1: a run that uses two takes two
+workers), and optionally its own ids for the suite's envs (env_ids: CleanRL's BreakoutNoFrameskip-v4 for our
+atari-breakout), its own budget (each learner's default run: scores are then taken at each learner's budget) and another
+`python` (an anchor that needs its own environment: "$VAR", the user sets VAR, and `setup` says how to make it). A label
+may have two entries: its commands on different envs. Each run works in its own folder, OUT/<learner>/<env>/seed<N>/,
+pinned to its cores where `taskset` exists, its output in log.txt; a finished run leaves done.json there and is not run
+again when the suite is launched again (a run stopped half way starts over). Ctrl-C stops the runs in flight and keeps
+every finished one.
 """
 
 import argparse
 import json
+import math
 import os
 import shlex
 import shutil
@@ -172,10 +174,20 @@ def launch(jobs: list, workers: int) -> list:
     return failed
 
 
-def side_by_side(commands: list, cores: list) -> list:
+def side_by_side(commands: list, cores: list) -> tuple:
     """Training speed of commands run at the same time, each pinned to one of `cores` (one core given: one after the
-    other), one torch thread each, each in a folder of its own: every run's last perf/train_SPS (training alone,
-    evaluations left out), in the commands' order. The speed programs' pairs: ours beside an anchor."""
+    other), one torch thread each, each in a folder of its own, and then again with the cores reversed, since two cores
+    of one machine need not run alike. (speeds, each_way): each command's speed, the geometric mean of its two runs,
+    in the commands' order; each way's speeds. A run's speed is its last perf/train_SPS (training alone, evaluations
+    left out). The speed programs' pairs: ours beside an anchor."""
+    first_way = pinned_speeds(commands, cores)
+    second_way = pinned_speeds(commands, cores[::-1])
+    speeds = [math.sqrt(first * second) for first, second in zip(first_way, second_way)]
+    return speeds, [first_way, second_way]
+
+
+def pinned_speeds(commands: list, cores: list) -> list:
+    """One way of side_by_side: command i on cores[i] (one core given: one after the other)."""
     together = len(set(cores)) >= len(commands)  # else one after the other
     batches = [list(enumerate(commands))] if together else [[pair] for pair in enumerate(commands)]
     speeds = [0.0] * len(commands)

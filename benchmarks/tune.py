@@ -177,10 +177,10 @@ def report_points(curve: list, budget: int, reported: int) -> list:
     points = []
     for k in range(reported + 1, REPORTS + 1):
         end = k * budget / REPORTS
-        if not curve or curve[-1][1] < end:
+        if not curve or curve[-1][0] < end:
             break
-        window = [row[3] for row in curve if end - budget / REPORTS < row[1] <= end]
-        before = [row[3] for row in curve if row[1] <= end]
+        window = [row[3] for row in curve if end - budget / REPORTS < row[0] <= end]
+        before = [row[3] for row in curve if row[0] <= end]
         if not before:
             break
         points.append((k, float(np.mean(window)) if window else before[-1]))

@@ -77,6 +77,23 @@ def test_intervals_and_the_probability_of_improvement_agree_with_rliable():
     np.testing.assert_allclose(profile, [1.0, 0.8, 0.5333, 0.2667, 0.0], atol=5e-5)
 
 
+def test_a_run_of_three_agents_per_env_is_scored_and_drawn_at_its_budget_in_agent_steps(tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks" / "anchors"))
+    import random_play
+
+    run_dir = str(tmp_path / "game__random_play__1")
+    random_play.write_flat_run(run_dir, {"eval/return_mean": 2.0}, budget=3000, agents=3)
+    flat = compare.read_curve(run_dir, "eval/return_mean")
+    assert [row[1] for row in flat] == [step / 3 for step in range(0, 3001, 300)]  # env steps beside agent steps
+    # values 1..10 at agent steps 10..100, which are a third as many env steps
+    curve = [[s, s / 3, s / 10, float(s // 10)] for s in range(10, 101, 10)]
+    assert compare.final_score(curve, 50) == 5.0  # agent steps after 45 up to 50, not env steps
+    run = {"label": "ours", "env": "game", "seed": 1, "budget": 90, "curve": curve}
+    assert compare.axis_end([run], 0, 1000) == 90  # agent steps: its own budget
+    assert compare.axis_end([run], 1, 1000) == 30  # env steps: as far as it got by then
+    assert compare.axis_end([run], 2, 1000) == 9  # seconds
+
+
 def test_verdicts_say_better_only_where_intervals_separate():
     assert compare.verdict((10, 9, 11), (5, 4, 8.9)) == "better"
     assert compare.verdict((10, 9, 11), (5, 4, 9.1)) == "on par"

@@ -8,8 +8,8 @@ Episode i is seeded i, the action space seeded 0. With --seed, every agent of th
 random, episode i seeded 100,000 x seed + i, and the run writes TensorBoard events in runs/ as ppo_puffer_async.py
 names its evaluations: eval/return_mean (the mean over every agent's episode return), and, for an env of several
 kinds of agent, eval/return_mean/<kind> and eval/return_vs_random/<kind> (what a team scores when every team plays
-at random). Random play learns nothing: the same value is written at each tenth of --budget, so that its curve
-spans the trained runs' steps.
+at random). Random play learns nothing: the same value is written at each tenth of --budget (agent steps), with the
+env steps beside it, so that its curve spans the trained runs' steps.
 """
 
 import argparse
@@ -72,10 +72,23 @@ def random_kinds(env_id: str, episodes: int, seed: int) -> dict:
     return returns
 
 
-def write_run(env_id: str, episodes: int, seed: int, budget: int) -> str:
-    """Random play's evaluation as a run's TensorBoard events, in runs/<run name>/."""
+def write_flat_run(run_dir: str, scalars: dict, budget: int, agents: int) -> None:
+    """A learner that learns nothing as TensorBoard events in `run_dir`: each of `scalars` ({tag: value}) at each tenth
+    of `budget` agent steps, and charts/env_steps beside it (agent steps over the `agents` of an env, as
+    ppo_puffer_async.py logs them), so that its curve spans the trained runs' on every axis."""
     from torch.utils.tensorboard import SummaryWriter
 
+    writer = SummaryWriter(run_dir)
+    for tenth in range(11):
+        step = budget * tenth // 10
+        for tag, value in scalars.items():
+            writer.add_scalar(tag, value, step)
+        writer.add_scalar("charts/env_steps", step / agents, step)
+    writer.close()
+
+
+def write_run(env_id: str, episodes: int, seed: int, budget: int) -> str:
+    """Random play's evaluation as a run's TensorBoard events, in runs/<run name>/."""
     returns = random_kinds(env_id, episodes, seed)
     scalars = {"eval/return_mean": float(np.mean([r for kind in returns.values() for r in kind]))}
     if len(returns) > 1:
@@ -83,11 +96,8 @@ def write_run(env_id: str, episodes: int, seed: int, budget: int) -> str:
             scalars[f"eval/return_mean/{kind}"] = float(np.mean(values))
             scalars[f"eval/return_vs_random/{kind}"] = float(np.mean(values))
     run_dir = os.path.join("runs", f"{env_id}__random_play__{seed}")
-    writer = SummaryWriter(run_dir)
-    for tenth in range(11):
-        for tag, value in scalars.items():
-            writer.add_scalar(tag, value, budget * tenth // 10)
-    writer.close()
+    agents = len(importlib.import_module(env_id).parallel_env().possible_agents)
+    write_flat_run(run_dir, scalars, budget, agents)
     return run_dir
 
 

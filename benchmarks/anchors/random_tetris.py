@@ -16,6 +16,9 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from random_play import write_flat_run  # noqa: E402
+
 from common.tetris import Tetris  # noqa: E402
 
 
@@ -37,17 +40,11 @@ def random_games(episodes: int, seed: int) -> dict:
 
 def write_run(episodes: int, seed: int, budget: int) -> str:
     """Random play as a run's TensorBoard events, in runs/<run name>/."""
-    from torch.utils.tensorboard import SummaryWriter
-
     stats = random_games(episodes, seed)
     scalars = {"charts/episodic_return": float(np.mean(stats["ep_return"]))}
     scalars["tetris/lines_deleted"] = float(np.mean(stats["lines_deleted"]))
     run_dir = os.path.join("runs", f"tetris__random_moves__{seed}")
-    writer = SummaryWriter(run_dir)
-    for tenth in range(11):
-        for tag, value in scalars.items():
-            writer.add_scalar(tag, value, budget * tenth // 10)
-    writer.close()
+    write_flat_run(run_dir, scalars, budget, agents=1)
     return run_dir
 
 
