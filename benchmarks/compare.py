@@ -125,13 +125,16 @@ def run_folders(pattern: str) -> list:
     return sorted(set(found))
 
 
-def read_curve(run_dir: str, tag: str) -> list:
+def read_curve(run_dir: str, tag: str, events=None) -> list:
     """[[agent_step, env_step, wall_seconds, value], ...] of one tag in step order: the wall time counts from the
     run's first event; env_step comes from charts/env_steps where the run logs it (else it is the step). A step
-    logged twice (a resumed run) keeps its last value."""
+    logged twice (a resumed run) keeps its last value. `events`: the run's EventAccumulator, kept by a caller that
+    reads a run while it trains, so that each call reads on from where the last one stopped."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    events = EventAccumulator(run_dir, size_guidance={"scalars": 0}).Reload()
+    if events is None:
+        events = EventAccumulator(run_dir, size_guidance={"scalars": 0})
+    events.Reload()
     tags = events.Tags()["scalars"]
     if tag not in tags:
         raise SystemExit(f"error: {run_dir} has no scalar {tag} (pass --tag; it has {sorted(tags)})")

@@ -187,13 +187,18 @@ def report_points(curve: list, budget: int, reported: int) -> list:
     return points
 
 
-def live_curve(folder: Path, tag: str) -> list:
-    """The curve a run has written so far; empty before its first value of `tag`."""
-    runs = compare.run_folders(str(folder))
+def live_curve(job: dict, tag: str) -> list:
+    """The curve a run has written so far; empty before its first value of `tag`. Its events are read on from where
+    the last call stopped (job["events"]): read whole at every poll, a long run's file would cost the run a core."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    runs = compare.run_folders(str(job["folder"]))
     if len(runs) != 1:
         return []
+    if "events" not in job:
+        job["events"] = EventAccumulator(runs[0], size_guidance={"scalars": 0})
     try:
-        return compare.read_curve(runs[0], tag)
+        return compare.read_curve(runs[0], tag, job["events"])
     except SystemExit:  # the tag is not written yet
         return []
 
@@ -211,7 +216,7 @@ def calibrate(space: dict, defaults: dict, minutes: float, out: Path) -> int:
     if process.wait() != 0:
         raise SystemExit(f"error: the calibration run failed: {folder / 'log.txt'}")
     process.log.close()
-    sps = live_curve(folder, "charts/SPS")[-1][3]
+    sps = live_curve(job, "charts/SPS")[-1][3]
     budget = sps * 60 * minutes
     rounded = int(round(budget, 1 - int(math.floor(math.log10(budget)))))
     print(f"tune: the defaults train at {sps:,.0f} steps/s: {minutes:g} min is a budget of {rounded:,} steps")
@@ -236,7 +241,7 @@ def step_trial(entry: dict, study, space: dict, budget: int) -> str:
     """Reads the run's curve, reports it to the pruner; "running", "pruned", "run done" or "failed"."""
     job = entry["job"]
     finished = entry["process"].poll() is not None  # before reading: a finished run's curve is whole
-    curve = live_curve(job["folder"], space["tag"])
+    curve = live_curve(job, space["tag"])
     for k, value in report_points(curve, budget, entry["reported"]):
         step = entry["run"] * REPORTS + k  # the same point of the same seed and env in every trial
         entry["trial"].report(normalized(value, job["env"], space), step)

@@ -155,6 +155,21 @@ def test_agent_steps_become_env_steps_where_a_run_logs_them(tmp_path):
         compare.read_curve(str(tmp_path / "Env-v0__x__1__1"), "eval/return_mean")
 
 
+def test_a_run_read_while_it_writes_is_read_on_from_where_the_last_read_stopped(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path))
+    for step in (100, 200):
+        writer.add_scalar("charts/episodic_return", step / 100, step)
+    writer.flush()
+    events = EventAccumulator(str(tmp_path), size_guidance={"scalars": 0})
+    assert [row[3] for row in compare.read_curve(str(tmp_path), "charts/episodic_return", events)] == [1.0, 2.0]
+    writer.add_scalar("charts/episodic_return", 3.0, 300)
+    writer.close()
+    assert [row[3] for row in compare.read_curve(str(tmp_path), "charts/episodic_return", events)] == [1.0, 2.0, 3.0]
+
+
 FAKE_RUN = """
 import sys, time
 from torch.utils.tensorboard import SummaryWriter
