@@ -17,9 +17,12 @@ workers), and optionally its own ids for the suite's envs (env_ids: CleanRL's Br
 atari-breakout), its own budget (each learner's default run: scores are then taken at each learner's budget) and another
 `python` (an anchor that needs its own environment: "$VAR", the user sets VAR, and `setup` says how to make it). A label
 may have two entries: its commands on different envs. Each run works in its own folder, OUT/<learner>/<env>/seed<N>/,
-pinned to its cores where `taskset` exists, its output in log.txt; a finished run leaves done.json there and is not run
-again when the suite is launched again (a run stopped half way starts over). Ctrl-C stops the runs in flight and keeps
-every finished one.
+pinned to its cores where `taskset` exists, its output in log.txt; a finished run leaves done.json there (its minutes,
+commit and curves) and is not run again when the suite is launched again (a run stopped half way starts over). Ctrl-C
+stops the runs in flight and keeps every finished one. Until the whole suite is done, the finished runs' curves are
+also kept in benchmarks/results/runs/NAME.json: committed, it carries a suite run part by part on several machines or
+clones (a run it holds is not run again); the suite's results file replaces it. `--keep` takes the runs of the suite's
+results file too, to write it again (after a change to how results are scored or drawn) without running anything.
 """
 
 import argparse
@@ -85,6 +88,7 @@ def jobs_of(suite: dict, out: Path, only: list, seeds: list, cleanrl: str = "") 
                 folder = out / compare.slug(learner["label"]) / env / f"seed{seed}"
                 job = {"label": learner["label"], "env": env, "seed": seed, "cores": learner.get("cores", 1)}
                 job["budget"] = learner.get("budget", suite["budget"])
+                job["tags"] = suite.get("scored", {}).get(env, {"": suite["tag"]})  # a row per name: a game's teams
                 jobs.append({**job, "command": command, "folder": folder})
     return jobs
 
@@ -121,8 +125,9 @@ def stop(process, seconds: float = 30) -> None:
             process.wait()
 
 
-def launch(jobs: list, workers: int) -> list:
-    """Runs the jobs not done yet, at most `workers` cores busy; returns the failed ones."""
+def launch(jobs: list, workers: int, record: Path = None) -> list:
+    """Runs the jobs not done yet, at most `workers` cores busy, each finished run's curves written to `record` as it
+    ends; returns the failed ones."""
     pending = [job for job in jobs if not (job["folder"] / "done.json").exists()]
     print(f"launch: {len(jobs) - len(pending)} of {len(jobs)} runs done already; {len(pending)} to run", flush=True)
     for job in pending:
@@ -156,7 +161,10 @@ def launch(jobs: list, workers: int) -> list:
                 if process.returncode == 0:
                     done += 1
                     done_data = {"minutes": round(minutes, 2), "commit": process.commit}
-                    (job["folder"] / "done.json").write_text(json.dumps(done_data) + "\n")
+                    done_data["runs"] = job_rows(job, done_data)
+                    write_json(job["folder"] / "done.json", done_data)
+                    if record:
+                        write_record(record, jobs)
                 else:
                     failed.append(job)
                     print(f"launch: {name} failed (exit {process.returncode}): {job['folder'] / 'log.txt'}")
@@ -208,25 +216,77 @@ def pinned_speeds(commands: list, cores: list) -> list:
     return speeds
 
 
-def read_runs(jobs: list, tag: str, scored: dict = None) -> list:
-    """The finished runs' curves: [{"label", "env", "seed", "minutes", "curve"}]. An env in `scored` ({env: {name:
-    tag}}: a game whose teams are scored apart) gives one run per name, its env called "ENV name"."""
+def read_runs(jobs: list) -> list:
+    """The finished runs' rows: [{"label", "env", "seed", "commit", "budget", "minutes", "curve"}], from each done.json
+    (from the run's events where done.json holds no rows)."""
     runs = []
     for job in jobs:
         done = job["folder"] / "done.json"
         if not done.exists():
             continue
-        folders = compare.run_folders(str(job["folder"]))
-        if len(folders) != 1:
-            raise SystemExit(f"error: {job['folder']}: expected one run's events, found {len(folders)}")
         record = json.loads(done.read_text())
-        tags = (scored or {}).get(job["env"], {"": tag})
-        for name, env_tag in tags.items():
-            env = f"{job['env']} {name}" if name else job["env"]
-            run = {"label": job["label"], "env": env, "seed": job["seed"], "commit": record.get("commit")}
-            curve = compare.read_curve(folders[0], env_tag)
-            runs.append({**run, "budget": job["budget"], "minutes": record["minutes"], "curve": curve})
+        runs += record["runs"] if "runs" in record else job_rows(job, record)
     return runs
+
+
+def job_rows(job: dict, done: dict) -> list:
+    """A finished run's rows, read from its events: one per tag it is scored by (a game whose teams are scored apart
+    gives a row per team, its env called "ENV name")."""
+    folders = compare.run_folders(str(job["folder"]))
+    if len(folders) != 1:
+        raise SystemExit(f"error: {job['folder']}: expected one run's events, found {len(folders)}")
+    rows = []
+    for name, tag in job["tags"].items():
+        env = f"{job['env']} {name}" if name else job["env"]
+        row = {"label": job["label"], "env": env, "seed": job["seed"], "commit": done.get("commit")}
+        row["budget"] = job["budget"]
+        row["minutes"] = done["minutes"]
+        row["curve"] = compare.read_curve(folders[0], tag)
+        rows.append(row)
+    return rows
+
+
+def row_names(job: dict) -> list:
+    """The (label, env, seed) of each row a job gives."""
+    return [(job["label"], f"{job['env']} {name}" if name else job["env"], job["seed"]) for name in job["tags"]]
+
+
+def restore(jobs: list, recorded: list) -> int:
+    """Marks done each job whose every row `recorded` holds at the job's budget (a run made in another clone or on
+    another machine), writing its done.json from them; returns how many."""
+    restored = 0
+    for job in jobs:
+        if (job["folder"] / "done.json").exists():
+            continue
+        names = row_names(job)
+        rows = [row for row in recorded if row["budget"] == job["budget"]]
+        rows = [row for row in rows if (row["label"], row["env"], row["seed"]) in names]
+        if len(rows) != len(names):
+            continue
+        rows.sort(key=lambda row: names.index((row["label"], row["env"], row["seed"])))
+        job["folder"].mkdir(parents=True, exist_ok=True)
+        write_json(
+            job["folder"] / "done.json", {"minutes": rows[0]["minutes"], "commit": rows[0]["commit"], "runs": rows}
+        )
+        restored += 1
+    return restored
+
+
+def write_record(path: Path, jobs: list) -> None:
+    """Every finished run's rows into `path`, beside the rows it holds of runs that are not among `jobs` (a launch of
+    part of the suite keeps the rest)."""
+    ours = {name for job in jobs for name in row_names(job)}
+    kept = json.loads(path.read_text()) if path.exists() else []
+    kept = [row for row in kept if (row["label"], row["env"], row["seed"]) not in ours]
+    write_json(path, kept + read_runs(jobs))
+
+
+def write_json(path: Path, data) -> None:
+    """Written whole or not at all: a launch stopped while writing leaves the last complete file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".tmp")
+    partial.write_text(json.dumps(data) + "\n")
+    os.replace(partial, path)
 
 
 def repo_files(suite: dict) -> list:
@@ -250,7 +310,9 @@ def main(argv=None):
         "--cleanrl", default=os.environ.get("CLEANRL_CLONE", ""), help="a CleanRL clone (suites that run its scripts)"
     )
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
-    parser.add_argument("--keep", action="store_true", help="launch nothing: results from the runs done so far")
+    parser.add_argument(
+        "--keep", action="store_true", help="launch nothing: results from the runs done so far (the results file's too)"
+    )
     opts = parser.parse_args(argv)
     suite = load_suite(opts.suite)
     unknown = set(opts.only) - {learner["label"] for learner in suite["learners"]}
@@ -278,8 +340,16 @@ def main(argv=None):
         for job in jobs:
             print(f"cd {job['folder']} && {job['command']}")
         return 0
-    failed = [] if opts.keep else launch(jobs, opts.workers)
-    runs = read_runs(jobs, suite["tag"], suite.get("scored"))
+    record = results_module.RESULTS / "runs" / f"{suite['name']}.json"  # the finished runs, until the suite is done
+    recorded = json.loads(record.read_text()) if record.exists() else []
+    saved = results_module.RESULTS / f"{suite['name']}.json"
+    if opts.keep and saved.exists():
+        recorded += json.loads(saved.read_text())["runs"]
+    restored = restore(jobs, recorded)
+    if restored:
+        print(f"launch: {restored} runs done already in {os.path.relpath(record if record.exists() else saved)}")
+    failed = [] if opts.keep else launch(jobs, opts.workers, record)
+    runs = read_runs(jobs)
     if not runs:
         raise SystemExit("launch: no finished run to report")
     normalize = {env: tuple(pair) for env, pair in suite.get("normalize", {}).items()}
@@ -291,7 +361,12 @@ def main(argv=None):
     finished = [job for job in jobs if (job["folder"] / "done.json").exists()]  # a scored game gives a run per team
     complete = not failed and not opts.only and not opts.seeds and len(finished) == len(jobs)
     if not complete:
-        print("launch: part of the suite: nothing saved (the whole suite writes its results file)")
+        if not opts.keep:
+            write_record(record, jobs)
+        print(
+            f"launch: part of the suite: its finished runs are in {os.path.relpath(record)} (commit it to go on in "
+            "another clone); the whole suite writes its results file"
+        )
         return 1 if failed else 0
     figure = FIGURES / f"{suite['name']}.png"
     compare.plot(runs, suite["budget"], str(figure.with_suffix("")), suite["tag"])
@@ -317,6 +392,7 @@ def main(argv=None):
         depends_on=repo_files(suite),
         extra={"suite": data, "machine_minutes": round(minutes, 1)},
     )
+    record.unlink(missing_ok=True)  # its runs are in the results file now
     print(f"launch: {path.relative_to(ROOT)}, {figure.relative_to(ROOT)}; {minutes:.0f} core-minutes of runs")
     return 0
 

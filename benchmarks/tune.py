@@ -28,7 +28,10 @@ bounds are) or a list of `choices`; optionally the pruner (`pruner`: "median", t
   the same seed.
 - --hours is the whole job, search and proof: no trial starts once the time left is what the proof needs. The time
   spent is kept in the journal, so a search stopped and started again goes on with what is left. Ctrl-C stops the
-  runs in flight; the trials they belonged to run again from their start at the next launch.
+  runs in flight; the trials they belonged to run again from their start at the next launch. The journal
+  (--journal; default OUT/journal.log) and the proof's finished runs beside it (JOURNAL's name, .proof.json) are all
+  a search needs to go on, on another machine too: --journal benchmarks/results/runs/NAME.log keeps them where git
+  does.
 - The proof: the best two trials and the defaults, on the space's proof seeds, through benchmarks/launch.py's
   runner; the results file benchmarks/results/tune-NAME.json holds every trial (settings, value, cost, state), the
   proof's table and curves, and the verdict of the winner (the search's best trial, chosen before the proof): better
@@ -40,6 +43,7 @@ bounds are) or a list of `choices`; optionally the pruner (`pruner`: "median", t
 import argparse
 import dataclasses
 import importlib.util
+import json
 import math
 import os
 import signal
@@ -431,7 +435,7 @@ def best_two(study, defaults: dict) -> list:
     return chosen[:2]
 
 
-def prove(space: dict, study, defaults: dict, budget: int, out: Path, workers: int) -> dict:
+def prove(space: dict, study, defaults: dict, budget: int, out: Path, opts) -> dict:
     """The best two trials and the defaults on the proof seeds, through the launcher; the table, the runs and the
     verdict of each tuned setting against the defaults. The winner is the search's best trial, chosen before the
     proof: choosing it on the proof's seeds too would let those seeds both pick it and judge it."""
@@ -446,13 +450,15 @@ def prove(space: dict, study, defaults: dict, budget: int, out: Path, workers: i
         template = space.get("command", COMMAND).replace("{script}", space["script"])
         learner["command"] = f"{template} {flags_of(learner['params'])}"
         learner["cores"] = space.get("cores", 1)
-    suite = {"name": f"tune-{space['name']}", "learners": learners, "budget": budget}
+    suite = {"name": f"tune-{space['name']}", "learners": learners, "budget": budget, "tag": space["tag"]}
     jobs = launch.jobs_of(suite, out / "proof", [], space["proof_seeds"])
+    record = Path(opts.journal).with_suffix(".proof.json")  # the proof's finished runs, beside the journal
+    launch.restore(jobs, json.loads(record.read_text()) if record.exists() else [])
     print(f"tune: the proof: {len(jobs)} runs on the unseen seeds {space['proof_seeds']}", flush=True)
-    failed = launch.launch(jobs, workers)
+    failed = launch.launch(jobs, opts.workers, record)
     if failed:
         raise SystemExit(f"error: {len(failed)} runs of the proof failed; launch again to run them")
-    runs = launch.read_runs(jobs, space["tag"])
+    runs = launch.read_runs(jobs)
     normalize = {env: tuple(pair) for env, pair in space.get("normalize", {}).items()}
     table, values = compare.tables(runs, budget, normalize, space["tag"], [space.get("score", "final")])
     groups = compare.group(runs)
@@ -554,7 +560,10 @@ def main(argv=None):
     parser.add_argument("--run-minutes", type=float, help="a run's budget: the defaults' steps in this time")
     parser.add_argument("--pruner", choices=["median", "halving", "none"], help="default: the space's, else median")
     parser.add_argument("--prune-after", type=int, default=5, help="finished trials before the median pruner acts")
-    parser.add_argument("--out", help="the journal and the runs (default: tune_runs/NAME)")
+    parser.add_argument("--out", help="the runs (default: tune_runs/NAME)")
+    parser.add_argument(
+        "--journal", help="the search's journal (default: OUT/journal.log); the proof's finished runs go beside it"
+    )
     parser.add_argument("--no-proof", action="store_true", help="search only")
     opts = parser.parse_args(argv)
     if opts.hours is None and opts.n_trials is None:
@@ -567,7 +576,9 @@ def main(argv=None):
     defaults_all = script_defaults(space)
     defaults = check_defaults(space, defaults_all)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = JournalStorage(JournalFileBackend(str(out / "journal.log")))
+    opts.journal = opts.journal or str(out / "journal.log")
+    Path(opts.journal).parent.mkdir(parents=True, exist_ok=True)
+    storage = JournalStorage(JournalFileBackend(opts.journal))
     # Successive halving's rungs: the first at `prune_from` tenths of the first seed, each next `reduction` times
     # further on (tenths counted across the seeds); at each, a trial goes on only among the best 1 in `reduction`
     # of the trials that reached it. Most trials then cost a fraction of one seed's run, which a run of many
@@ -601,12 +612,12 @@ def main(argv=None):
         if budget is None:
             raise SystemExit("error: the space gives no budget: pass --run-minutes (the defaults' run length)")
         study.set_user_attr("budget", budget)
-    print(f"tune: {space['title']}: {budget:,} steps a run, seeds {space['seeds']}; journal {out / 'journal.log'}")
+    print(f"tune: {space['title']}: {budget:,} steps a run, seeds {space['seeds']}; journal {opts.journal}")
     search(study, space, budget, out, opts)
     print(progress_line(study, [], study.user_attrs.get("seconds", 0.0), opts.hours, 0.0), flush=True)
     if opts.no_proof:
         return 0
-    proof = prove(space, study, defaults, budget, out, opts.workers)
+    proof = prove(space, study, defaults, budget, out, opts)
     print(compare.markdown(proof["table"]["columns"], proof["table"]["rows"]))
     winner = proof["winner"]
     (out / "preset.py").write_text(preset_text(space, defaults_all, winner, proof))

@@ -3,6 +3,7 @@ folders, and benchmarks/launch.py's runs: workers, done runs kept, a suite's res
 
 import json
 import os
+import shutil
 import sys
 import textwrap
 from pathlib import Path
@@ -221,7 +222,9 @@ def test_the_launcher_runs_a_suite_on_workers_keeps_done_runs_and_writes_results
     done = out / "plain" / "Env-v0" / "seed2" / "done.json"
     (out / "plain" / "Env-v0" / "seed3" / "done.json").unlink()  # a run stopped half way
     for kept in out.glob("*/Env-v0/seed*/done.json"):  # as if each kept run had taken ten minutes
-        kept.write_text(json.dumps({**json.loads(kept.read_text()), "minutes": 10.0}))
+        data = json.loads(kept.read_text())
+        data["runs"] = [{**row, "minutes": 10.0} for row in data["runs"]]
+        kept.write_text(json.dumps({**data, "minutes": 10.0}))
     before = os.stat(done).st_mtime_ns
     assert launch.main([str(suite), "--workers", "2", "--out", str(out)]) == 0
     assert os.stat(done).st_mtime_ns == before  # a finished run is not run again
@@ -230,6 +233,55 @@ def test_the_launcher_runs_a_suite_on_workers_keeps_done_runs_and_writes_results
     assert 25.0 <= saved["minutes"] < 25.5  # the suite's six runs on 2 workers, not the last launch's one run
     with pytest.raises(SystemExit, match="the suite's learners are good, plain"):
         launch.main([str(suite), "--only", "nobody"])
+    assert not (tmp_path / "results" / "runs" / "fake.json").exists()  # the results file holds the runs now
+    # --keep in a clone with no run folders: the results file's runs, the same results
+    shutil.rmtree(out)
+    first = json.loads((tmp_path / "results" / "fake.json").read_text())
+    assert launch.main([str(suite), "--workers", "2", "--out", str(out), "--keep"]) == 0
+    again = json.loads((tmp_path / "results" / "fake.json").read_text())
+    assert again["runs"] == first["runs"] and again["values"] == first["values"]
+    assert again["minutes"] == first["minutes"]
+
+
+@pytest.mark.one_set
+def test_a_suite_stopped_half_way_goes_on_in_another_clone_from_its_record(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import launch
+    import results
+
+    for label in ("good", "plain"):
+        (tmp_path / f"{label}.py").write_text(FAKE_RUN.replace("{label}", label))
+    suite = tmp_path / "fake.toml"
+    suite.write_text(
+        textwrap.dedent(f"""
+        title = "fake"
+        tag = "eval/return_mean"
+        budget = 1000
+        seeds = [1, 2, 3]
+        [[learners]]
+        label = "good"
+        envs = ["Env-v0"]
+        command = "{{python}} {tmp_path}/good.py {{seed}}"
+        [[learners]]
+        label = "plain"
+        envs = ["Env-v0"]
+        command = "{{python}} {tmp_path}/plain.py {{seed}}"
+        """)
+    )
+    monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(launch, "FIGURES", tmp_path / "figures")
+    monkeypatch.setattr(launch, "ROOT", tmp_path)
+    record = tmp_path / "results" / "runs" / "fake.json"
+    assert launch.main([str(suite), "--workers", "2", "--out", str(tmp_path / "a"), "--seeds", "1", "2"]) == 0
+    rows = json.loads(record.read_text())
+    assert sorted((row["label"], row["seed"]) for row in rows) == [("good", 1), ("good", 2), ("plain", 1), ("plain", 2)]
+    assert not (tmp_path / "results" / "fake.json").exists()  # part of the suite: no results file
+    # another clone: no run folders, the record only; seed 3 runs, seeds 1 and 2 are taken from the record
+    assert launch.main([str(suite), "--workers", "2", "--out", str(tmp_path / "b")]) == 0
+    assert sorted(path.parent.name for path in (tmp_path / "b").glob("*/Env-v0/*/runs")) == ["seed3", "seed3"]
+    saved = json.loads((tmp_path / "results" / "fake.json").read_text())
+    assert len(saved["runs"]) == 6 and [run for run in saved["runs"] if run["seed"] < 3] == rows
+    assert not record.exists()
 
 
 def test_a_scored_env_gives_a_row_per_team_each_from_its_own_tag(tmp_path):
@@ -244,9 +296,9 @@ def test_a_scored_env_gives_a_row_per_team_each_from_its_own_tag(tmp_path):
         writer.add_scalar("eval/return_vs_random/blue", -2.0, step)
     writer.close()
     (folder / "done.json").write_text('{"minutes": 1.5, "commit": "abc"}')
-    job = {"label": "ours", "env": "Game-v0", "seed": 1, "cores": 2, "budget": 1000, "folder": folder}
-    scored = {"Game-v0": {"red": "eval/return_vs_random/red", "blue": "eval/return_vs_random/blue"}}
-    runs = launch.read_runs([job], "eval/return_mean", scored)
+    tags = {"red": "eval/return_vs_random/red", "blue": "eval/return_vs_random/blue"}
+    job = {"label": "ours", "env": "Game-v0", "seed": 1, "cores": 2, "budget": 1000, "folder": folder, "tags": tags}
+    runs = launch.read_runs([job])
     assert [(run["env"], run["curve"][-1][3]) for run in runs] == [("Game-v0 red", 1.0), ("Game-v0 blue", -2.0)]
     assert launch.core_minutes([job]) == 3.0  # one run, two rows: its cost counted once
 

@@ -201,10 +201,11 @@ def test_a_tiny_search_on_cartpole_writes_its_journal_proves_its_winner_and_writ
     monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(tune, "FIGURES", tmp_path / "figures")
     out = tmp_path / "out"
-    common = [str(space), "--workers", "2", "--out", str(out), "--pruner", "none"]
-    assert tune.main([*common, "--n-trials", "1", "--no-proof"]) == 0  # the defaults, then stopped
-    assert tune.main([*common, "--n-trials", "2"]) == 0  # started again: one trial more, then the proof
-    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(out / "journal.log")))
+    kept = tmp_path / "kept" / "tune-cartpole.log"  # the journal where git would keep it
+    common = [str(space), "--workers", "2", "--pruner", "none", "--journal", str(kept)]
+    assert tune.main([*common, "--out", str(out), "--n-trials", "1", "--no-proof"]) == 0  # the defaults, then stopped
+    assert tune.main([*common, "--out", str(out), "--n-trials", "2"]) == 0  # again: one trial more, then the proof
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(kept)))
     study = optuna.load_study(study_name="cartpole", storage=storage)
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 2
     assert study.trials[0].params == {"learning-rate": 0.001, "gamma": 0.99}
@@ -224,6 +225,14 @@ def test_a_tiny_search_on_cartpole_writes_its_journal_proves_its_winner_and_writ
     assert saved["values"]["winner.verdict"] in ("better", "on par", "worse")
     assert len(saved["search"]["trials"]["rows"]) == 2
     assert f"learning_rate={study.trials[1].params['learning-rate']!r}," in preset
+    # another clone, with the journal and the proof's record only: nothing runs again, the same results
+    assert len(__import__("json").loads(kept.with_suffix(".proof.json").read_text())) == 6
+    assert tune.main([*common, "--out", str(tmp_path / "elsewhere"), "--n-trials", "2"]) == 0
+    again = __import__("json").loads((tmp_path / "results" / "tune-cartpole.json").read_text())
+    assert again["runs"] == saved["runs"] and again["values"] == saved["values"]
+    assert not (tmp_path / "elsewhere" / "trials").exists() and not list(
+        (tmp_path / "elsewhere").glob("proof/*/*/*/runs")
+    )
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "benchmarks" / "spaces").glob("*.toml")))
