@@ -158,7 +158,8 @@ def launch(jobs: list, workers: int, record: Path = None) -> list:
                 process.log.close()
                 minutes = (time.time() - process.started) / 60
                 name = f"{job['label']} {job['env']} seed {job['seed']}"
-                if process.returncode == 0:
+                events = compare.run_folders(str(job["folder"]))
+                if process.returncode == 0 and len(events) == 1:
                     done += 1
                     done_data = {"minutes": round(minutes, 2), "commit": process.commit}
                     done_data["runs"] = job_rows(job, done_data)
@@ -167,7 +168,8 @@ def launch(jobs: list, workers: int, record: Path = None) -> list:
                         write_record(record, jobs)
                 else:
                     failed.append(job)
-                    print(f"launch: {name} failed (exit {process.returncode}): {job['folder'] / 'log.txt'}")
+                    why = f"exit {process.returncode}" if process.returncode else f"{len(events)} runs' events, not one"
+                    print(f"launch: {name} failed ({why}): {job['folder'] / 'log.txt'}")
                 elapsed = (time.time() - begun) / 60
                 print(
                     f"launch: {name} ({minutes:.1f} min); {done} done, {len(failed)} failed, "
@@ -361,8 +363,7 @@ def main(argv=None):
     finished = [job for job in jobs if (job["folder"] / "done.json").exists()]  # a scored game gives a run per team
     complete = not failed and not opts.only and not opts.seeds and len(finished) == len(jobs)
     if not complete:
-        if not opts.keep:
-            write_record(record, jobs)
+        write_record(record, jobs)
         print(
             f"launch: part of the suite: its finished runs are in {os.path.relpath(record)} (commit it to go on in "
             "another clone); the whole suite writes its results file"

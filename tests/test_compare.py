@@ -425,3 +425,26 @@ def test_random_tetris_writes_the_games_mean_at_each_tenth(tmp_path, monkeypatch
     assert [point[0] for point in curve] == list(range(0, 1001, 100))
     assert [point[3] for point in curve] == pytest.approx([np.mean(totals)] * 11, rel=1e-5)
     assert len(compare.read_curve(run_dir, "tetris/lines_deleted")) == 11
+
+
+def test_a_run_that_exits_without_events_is_a_failed_run_not_a_crash_of_the_launcher(tmp_path, monkeypatch, capsys):
+    import launch
+    import results
+
+    suite = tmp_path / "empty.toml"
+    suite.write_text(
+        textwrap.dedent("""
+        title = "empty"
+        tag = "eval/return_mean"
+        budget = 1000
+        seeds = [1, 2, 3]
+        [[learners]]
+        label = "silent"
+        envs = ["Env-v0"]
+        command = "{python} -c pass"
+        """)
+    )
+    monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
+    with pytest.raises(SystemExit, match="no finished run to report"):
+        launch.main([str(suite), "--workers", "2", "--out", str(tmp_path / "runs")])
+    assert capsys.readouterr().out.count("failed (0 runs' events, not one)") == 3
