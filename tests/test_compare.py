@@ -182,9 +182,9 @@ writer.close()
 """
 
 
-@pytest.mark.one_set
-def test_the_launcher_runs_a_suite_on_workers_keeps_done_runs_and_writes_results_and_a_figure(tmp_path, monkeypatch):
-    pytest.importorskip("matplotlib")
+def fake_suite(tmp_path: Path, monkeypatch) -> Path:
+    """A suite of two fake learners ("good" logs twice "plain"'s values) on three seeds, its results, figures and
+    record kept under tmp_path."""
     import launch
     import results
 
@@ -212,6 +212,15 @@ def test_the_launcher_runs_a_suite_on_workers_keeps_done_runs_and_writes_results
     monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(launch, "FIGURES", tmp_path / "figures")
     monkeypatch.setattr(launch, "ROOT", tmp_path)
+    return suite
+
+
+@pytest.mark.one_set
+def test_the_launcher_runs_a_suite_on_workers_keeps_done_runs_and_writes_results_and_a_figure(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import launch
+
+    suite = fake_suite(tmp_path, monkeypatch)
     out = tmp_path / "runs"
     assert launch.main([str(suite), "--workers", "2", "--out", str(out)]) == 0
     assert sorted(p.name for p in (out / "good" / "Env-v0").iterdir()) == ["seed1", "seed2", "seed3"]
@@ -247,30 +256,8 @@ def test_the_launcher_runs_a_suite_on_workers_keeps_done_runs_and_writes_results
 def test_a_suite_stopped_half_way_goes_on_in_another_clone_from_its_record(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
     import launch
-    import results
 
-    for label in ("good", "plain"):
-        (tmp_path / f"{label}.py").write_text(FAKE_RUN.replace("{label}", label))
-    suite = tmp_path / "fake.toml"
-    suite.write_text(
-        textwrap.dedent(f"""
-        title = "fake"
-        tag = "eval/return_mean"
-        budget = 1000
-        seeds = [1, 2, 3]
-        [[learners]]
-        label = "good"
-        envs = ["Env-v0"]
-        command = "{{python}} {tmp_path}/good.py {{seed}}"
-        [[learners]]
-        label = "plain"
-        envs = ["Env-v0"]
-        command = "{{python}} {tmp_path}/plain.py {{seed}}"
-        """)
-    )
-    monkeypatch.setattr(results, "RESULTS", tmp_path / "results")
-    monkeypatch.setattr(launch, "FIGURES", tmp_path / "figures")
-    monkeypatch.setattr(launch, "ROOT", tmp_path)
+    suite = fake_suite(tmp_path, monkeypatch)
     record = tmp_path / "results" / "runs" / "fake.json"
     assert launch.main([str(suite), "--workers", "2", "--out", str(tmp_path / "a"), "--seeds", "1", "2"]) == 0
     rows = json.loads(record.read_text())
