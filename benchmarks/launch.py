@@ -263,6 +263,10 @@ def restore(jobs: list, recorded: list) -> int:
         names = row_names(job)
         rows = [row for row in recorded if row["budget"] == job["budget"]]
         rows = [row for row in rows if (row["label"], row["env"], row["seed"]) in names]
+        firsts = {}  # a run in both the record and the results file: the record's row, the newer, comes first
+        for row in rows:
+            firsts.setdefault((row["label"], row["env"], row["seed"]), row)
+        rows = list(firsts.values())
         if len(rows) != len(names):
             continue
         rows.sort(key=lambda row: names.index((row["label"], row["env"], row["seed"])))

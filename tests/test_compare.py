@@ -269,6 +269,12 @@ def test_a_suite_stopped_half_way_goes_on_in_another_clone_from_its_record(tmp_p
     saved = json.loads((tmp_path / "results" / "fake.json").read_text())
     assert len(saved["runs"]) == 6 and [run for run in saved["runs"] if run["seed"] < 3] == rows
     assert not record.exists()
+    # seed 1 run again: its rows in the record and in the results file; --keep takes each run once, the record's
+    assert launch.main([str(suite), "--workers", "2", "--out", str(tmp_path / "c"), "--seeds", "1"]) == 0
+    rerun = json.loads(record.read_text())
+    assert launch.main([str(suite), "--workers", "2", "--out", str(tmp_path / "d"), "--keep"]) == 0
+    saved = json.loads((tmp_path / "results" / "fake.json").read_text())
+    assert len(saved["runs"]) == 6 and [run for run in saved["runs"] if run["seed"] == 1] == rerun
 
 
 def test_a_scored_env_gives_a_row_per_team_each_from_its_own_tag(tmp_path):
