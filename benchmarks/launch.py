@@ -18,7 +18,7 @@ atari-breakout), its own budget (each learner's default run: scores are then tak
 `python` (an anchor that needs its own environment: "$VAR", the user sets VAR, and `setup` says how to make it). A label
 may have two entries: its commands on different envs. Each run works in its own folder, OUT/<learner>/<env>/seed<N>/,
 pinned to its cores where `taskset` exists, its output in log.txt; a finished run leaves done.json there (its minutes,
-commit and curves) and is not run again when the suite is launched again (a run stopped half way starts over). Ctrl-C
+commit, CPU and curves) and is not run again when the suite is launched again (one stopped half way starts over). Ctrl-C
 stops the runs in flight and keeps every finished one. Until the whole suite is done, the finished runs' curves are
 also kept in benchmarks/results/runs/NAME.json: committed, it carries a suite run part by part on several machines or
 clones (a run it holds is not run again); the suite's results file replaces it. `--keep` takes the runs of the suite's
@@ -161,7 +161,10 @@ def launch(jobs: list, workers: int, record: Path = None) -> list:
                 events = compare.run_folders(str(job["folder"]))
                 if process.returncode == 0 and len(events) == 1:
                     done += 1
+                    # the CPU beside the commit: a suite made in several sittings may run on several machines,
+                    # and its wall-clock curves compare runs across them
                     done_data = {"minutes": round(minutes, 2), "commit": process.commit}
+                    done_data["machine"] = results_module.cpu_model()
                     done_data["runs"] = job_rows(job, done_data)
                     write_json(job["folder"] / "done.json", done_data)
                     if record:
@@ -241,6 +244,8 @@ def job_rows(job: dict, done: dict) -> list:
     for name, tag in job["tags"].items():
         env = f"{job['env']} {name}" if name else job["env"]
         row = {"label": job["label"], "env": env, "seed": job["seed"], "commit": done.get("commit")}
+        if done.get("machine"):
+            row["machine"] = done["machine"]
         row["budget"] = job["budget"]
         row["minutes"] = done["minutes"]
         row["curve"] = compare.read_curve(folders[0], tag)
@@ -271,9 +276,10 @@ def restore(jobs: list, recorded: list) -> int:
             continue
         rows.sort(key=lambda row: names.index((row["label"], row["env"], row["seed"])))
         job["folder"].mkdir(parents=True, exist_ok=True)
-        write_json(
-            job["folder"] / "done.json", {"minutes": rows[0]["minutes"], "commit": rows[0]["commit"], "runs": rows}
-        )
+        done_data = {"minutes": rows[0]["minutes"], "commit": rows[0]["commit"], "runs": rows}
+        if rows[0].get("machine"):
+            done_data["machine"] = rows[0]["machine"]
+        write_json(job["folder"] / "done.json", done_data)
         restored += 1
     return restored
 
@@ -381,6 +387,7 @@ def main(argv=None):
     data["page"] = suite.get("page")
     data["figure"] = str(figure.relative_to(ROOT))
     data["runs_made_at"] = sorted({run["commit"] for run in runs if run.get("commit")})  # a launch with --keep
+    data["runs_made_on"] = sorted({run.get("machine", "") for run in runs})  # "": a run from before CPUs were kept
     minutes = core_minutes(jobs)
     readme = None
     if "readme" in suite:  # the README's row: the first learner against each other, score by score

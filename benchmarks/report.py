@@ -117,6 +117,10 @@ def stamp_line(result: dict) -> str:
     made_at = [commit for commit in result.get("suite", {}).get("runs_made_at", []) if commit != result["commit"]]
     if made_at:  # a suite's table computed again from runs made on earlier commits
         since += f" (its runs: commit{'s' * (len(made_at) > 1)} {', '.join(made_at)})"
+    made_on = result.get("suite", {}).get("runs_made_on", [])
+    if len(made_on) > 1:  # runs made on several machines: their wall-clock minutes compare across CPUs
+        cpus = [cpu for cpu in made_on if cpu] + ["not recorded"] * ("" in made_on)
+        since += f" (its runs' CPUs: {'; '.join(cpus)})"
     return (
         f"<sub>`{result['command']}` ({duration(result['minutes'])}) · commit {result['commit']}, "
         f"{result['date']}{since} · {result['machine']} · {versions}</sub>"

@@ -228,6 +228,8 @@ def test_the_launcher_runs_a_suite_on_workers_keeps_done_runs_and_writes_results
     assert len(saved["runs"]) == 6 and saved["runs"][0]["curve"][-1][1:2] == [1000.0]
     assert saved["values"]["plain.env-v0.final.verdict"] == "better"  # the first learner against this one
     assert (tmp_path / "figures" / "fake.png").exists()
+    cpu = launch.results_module.cpu_model()
+    assert {run["machine"] for run in saved["runs"]} == {cpu} and saved["suite"]["runs_made_on"] == [cpu]
     done = out / "plain" / "Env-v0" / "seed2" / "done.json"
     (out / "plain" / "Env-v0" / "seed3" / "done.json").unlink()  # a run stopped half way
     for kept in out.glob("*/Env-v0/seed*/done.json"):  # as if each kept run had taken ten minutes
@@ -441,3 +443,28 @@ def test_a_run_that_exits_without_events_is_a_failed_run_not_a_crash_of_the_laun
     with pytest.raises(SystemExit, match="no finished run to report"):
         launch.main([str(suite), "--workers", "2", "--out", str(tmp_path / "runs")])
     assert capsys.readouterr().out.count("failed (0 runs' events, not one)") == 3
+
+
+def test_random_atari_play_gives_the_random_score_the_atari_suite_normalizes_by():
+    pytest.importorskip("ale_py")
+    import tomllib
+
+    sys.path.insert(0, str(ROOT / "benchmarks" / "anchors"))
+    import random_atari
+
+    suite = tomllib.loads((ROOT / "benchmarks" / "suites" / "atari.toml").read_text())
+    random_score = suite["normalize"]["atari-breakout"][0]
+    # 100 whole games (five lives each): a score per life would be about a fifth of it
+    assert round(random_atari.random_atari("atari-breakout", 100), 1) == random_score
+
+
+def test_a_suites_caption_names_its_runs_cpus_where_they_ran_on_several():
+    import report
+
+    result = {"command": "python benchmarks/launch.py fake", "minutes": 30, "commit": "abc", "date": "2026-11-30"}
+    result["machine"] = "CPU A, 2 cores, Linux x86_64"
+    result["versions"] = {"python": "3.11.7"}
+    result["suite"] = {"runs_made_at": ["abc"], "runs_made_on": ["CPU A"]}
+    assert "CPUs" not in report.stamp_line(result)  # one machine: the stamp's says it
+    result["suite"]["runs_made_on"] = ["", "CPU A", "CPU B"]  # "": a run made before CPUs were kept
+    assert "(its runs' CPUs: CPU A; CPU B; not recorded)" in report.stamp_line(result)

@@ -2,18 +2,14 @@
 with --seed, random play as a suite's learner on PettingZoo's MPE tasks (benchmarks/suites/mpe.toml).
 
     python benchmarks/anchors/random_play.py Hopper-v5 Walker2d-v5 --episodes 20
-    python benchmarks/anchors/random_play.py atari-breakout atari-pong --episodes 100
     python benchmarks/anchors/random_play.py mpe2.simple_tag_v3 --episodes 1000 --seed 1 --budget 6000000
 
-Episode i is seeded i, the action space seeded 0. An atari-<game> id plays whole games (every life, the score
-unclipped) in our Atari env (common/atari.py), 8 at a time, the actions drawn from a generator seeded 1.
-
-With --seed, every agent of the PettingZoo env plays uniformly at random, episode i seeded 100,000 x seed + i, and the
-run writes TensorBoard events in runs/ as ppo_puffer_async.py names its evaluations: eval/return_mean (the mean over
-every agent's episode return), and, for an env of several kinds of agent, eval/return_mean/<kind> and
-eval/return_vs_random/<kind> (what a team scores when every team plays at random). Random play learns nothing: the
-same value is written at each tenth of --budget (agent steps), with the env steps beside it, so that its curve spans
-the trained runs' steps.
+Episode i is seeded i, the action space seeded 0. With --seed, every agent of the PettingZoo env plays uniformly at
+random, episode i seeded 100,000 x seed + i, and the run writes TensorBoard events in runs/ as ppo_puffer_async.py
+names its evaluations: eval/return_mean (the mean over every agent's episode return), and, for an env of several
+kinds of agent, eval/return_mean/<kind> and eval/return_vs_random/<kind> (what a team scores when every team plays
+at random). Random play learns nothing: the same value is written at each tenth of --budget (agent steps), with the
+env steps beside it, so that its curve spans the trained runs' steps.
 """
 
 import argparse
@@ -26,7 +22,6 @@ import gymnasium as gym
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from common import atari  # noqa: E402
 from common.puffer_envs import MEMORY_ENVS  # noqa: E402  (cartpole-novel, repeat-previous-easy: our memory tasks)
 
 
@@ -54,25 +49,6 @@ def random_return(env_id: str, episodes: int) -> float:
         returns.append(total)
     env.close()
     return float(np.mean(returns))
-
-
-def random_atari(env_id: str, games: int, seed: int = 1) -> float:
-    """The mean whole-game score of uniformly random actions over `games` games of our Atari env (8 at a time)."""
-    vecenv = atari.AtariEnvs(atari.game_name(env_id), 8)
-    vecenv.async_reset(seed)
-    rng = np.random.default_rng(seed)
-    scores = []
-    running = np.zeros(8)
-    while len(scores) < games:
-        _, rewards, _, _, _, agents, _ = vecenv.recv()
-        running[agents] += rewards
-        # a lost life ends the learner's episode, not the game: a score is the whole game's
-        for agent in agents[vecenv.game_over[agents]]:
-            scores.append(running[agent])
-            running[agent] = 0.0
-        vecenv.send(rng.integers(0, vecenv.single_action_space.n, len(agents)))
-    vecenv.close()
-    return float(np.mean(scores[:games]))
 
 
 def random_kinds(env_id: str, episodes: int, seed: int) -> dict:
@@ -135,8 +111,6 @@ def main():
     for env_id in opts.env_ids:
         if opts.seed is not None:
             print(f"{env_id}: {write_run(env_id, opts.episodes, opts.seed, opts.budget)}")
-        elif atari.game_name(env_id):
-            print(f"{env_id}: {random_atari(env_id, opts.episodes):.1f}")
         else:
             print(f"{env_id}: {random_return(env_id, opts.episodes):.1f}")
 
