@@ -406,16 +406,20 @@ def started_count(study) -> int:
 
 def requeue_stopped(study) -> None:
     """A trial stopped by Ctrl-C, or left running by a search that was killed, runs again from its start with its
-    settings: enqueued once, as a new trial."""
+    settings: enqueued once, as a new trial. Settings that a trial already ran to its end are not run again: its
+    seeds give the same runs. Either way the stopped trial is left out of the count of trials started."""
     import optuna
 
     requeued = study.user_attrs.get("requeued", [])
+    ended = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    ran = [trial.params for trial in study.trials if trial.state in ended]
     for trial in study.trials:
         if trial.state == optuna.trial.TrialState.RUNNING:  # its search was killed: no one will finish it
             study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
         stopped = trial.user_attrs.get("stopped") or trial.state == optuna.trial.TrialState.RUNNING
         if stopped and trial.number not in requeued:
-            study.enqueue_trial(trial.params, user_attrs={"rerun_of": trial.number}, skip_if_exists=False)
+            if trial.params not in ran:
+                study.enqueue_trial(trial.params, user_attrs={"rerun_of": trial.number}, skip_if_exists=False)
             requeued.append(trial.number)
     study.set_user_attr("requeued", requeued)
 
@@ -591,15 +595,19 @@ def main(argv=None):
         "halving": halving,
         "none": optuna.pruners.NopPruner(),
     }
-    sampler = optuna.samplers.TPESampler(n_startup_trials=8, multivariate=True, constant_liar=True, seed=0)
     study = optuna.create_study(
         study_name=space["name"],
         storage=storage,
-        sampler=sampler,
         pruner=pruners[opts.pruner or space.get("pruner", "median")],
         direction="maximize",
         load_if_exists=True,
     )
+    # Seeded by the trials the journal holds: a search started again draws new settings, where a sampler seeded as
+    # the first part was would replay the first part's random start (TPE's first trials are random draws)
+    sampler = optuna.samplers.TPESampler(
+        n_startup_trials=8, multivariate=True, constant_liar=True, seed=len(study.trials)
+    )
+    study.sampler = sampler
     if not study.trials:
         study.enqueue_trial(defaults, user_attrs={"defaults": True})  # trial 0: today's defaults
     requeue_stopped(study)

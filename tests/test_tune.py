@@ -107,6 +107,8 @@ def test_the_search_prunes_the_worst_curves_and_a_stopped_search_goes_on_from_it
     assert tune.main([*common, "--n-trials", "9"]) == 0  # started again: the same study, five trials more
     study = journal(out)
     assert len(study.trials) == 9
+    first_part = [trial.params for trial in study.trials[:4]]
+    assert not [trial.number for trial in study.trials[4:] if trial.params in first_part]  # new settings, no replay
     done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     pruned = [t for t in study.trials if t.state == optuna.trial.TrialState.PRUNED]
     assert pruned, "some trial fell below the median curve"
@@ -169,6 +171,30 @@ def test_ctrl_c_stops_the_runs_and_their_trials_run_again_at_the_next_launch(tmp
     assert len(finished) == 3  # the two stopped trials again, and a third
     assert finished[0].params == {"learning-rate": 0.001} and finished[0].user_attrs["rerun_of"] == 0
     assert finished[1].params == stopped_trials[1].params
+
+
+def test_a_stopped_trial_runs_again_unless_a_trial_ran_its_settings_to_an_end():
+    rate = optuna.distributions.FloatDistribution(0.0001, 0.01, log=True)
+    study = optuna.create_study(direction="maximize")
+    for value, state in ((0.001, "COMPLETE"), (0.002, "PRUNED"), (0.001, "FAIL"), (0.002, "FAIL"), (0.003, "FAIL")):
+        trial = optuna.trial.create_trial(
+            params={"learning-rate": value},
+            distributions={"learning-rate": rate},
+            value=0.5 if state == "COMPLETE" else None,
+            intermediate_values={1: 0.1} if state == "PRUNED" else None,
+            state=getattr(optuna.trial.TrialState, state),
+            user_attrs={"stopped": True} if state == "FAIL" else {},
+        )
+        study.add_trial(trial)
+    tune.requeue_stopped(study)
+    waiting = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    # trials 2 and 3 ran settings that trials 0 and 1 ran to their end: only trial 4's run again
+    assert [(t.system_attrs["fixed_params"], t.user_attrs["rerun_of"]) for t in waiting] == [
+        ({"learning-rate": 0.003}, 4)
+    ]
+    assert study.user_attrs["requeued"] == [2, 3, 4]  # none of the three counts as a trial started
+    tune.requeue_stopped(study)  # a second launch enqueues nothing more
+    assert len(study.get_trials(states=(optuna.trial.TrialState.WAITING,))) == 1
 
 
 def test_the_budget_is_calibrated_to_minutes_at_the_defaults_speed(tmp_path, monkeypatch):
