@@ -33,6 +33,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from anchors import cleanrl as cleanrl_anchor  # noqa: E402
+from anchors import random_atari  # noqa: E402
 
 import results as results_module  # noqa: E402
 
@@ -281,27 +282,6 @@ def learn_one(learner: str, game: str, seed: int, opts, core: int) -> dict:
     return result
 
 
-def random_play(game: str, games: int = 100, seed: int = 1) -> float:
-    """The mean whole-game score of uniformly random actions over `games` games (8 at a time, our env)."""
-    sys.path.insert(0, str(ROOT))
-    from common import atari
-
-    vecenv = atari.AtariEnvs(game, 8)
-    vecenv.async_reset(seed)
-    rng = np.random.default_rng(seed)
-    scores = []
-    running = np.zeros(8)
-    while len(scores) < games:
-        _, rewards, _, _, _, agents, _ = vecenv.recv()
-        running[agents] += rewards
-        for agent in agents[vecenv.game_over[agents]]:
-            scores.append(running[agent])
-            running[agent] = 0.0
-        vecenv.send(rng.integers(0, vecenv.single_action_space.n, len(agents)))
-    vecenv.close()
-    return float(np.mean(scores[:games]))
-
-
 def learn(opts):
     # ours and CleanRL's run side by side, seed by seed, so that a set cut short has pairs to compare
     jobs = [(learner, game, seed) for game in opts.games for seed in opts.seeds for learner in ("ours", "cleanrl")]
@@ -321,7 +301,7 @@ def learn(opts):
             print(f"{job}: {result}", flush=True)
     rows = []
     for game in opts.games:
-        random_score = random_play(game)
+        random_score = random_atari.random_atari(f"atari-{game}", 100)
         results[("random", game, 0)] = {"last_100": random_score}
         rows.append([GAMES[game], "uniformly random actions (100 games)", "", f"{random_score:.1f}", ""])
         for learner, name in (("ours", "ppo_puffer_async.py"), ("cleanrl", "CleanRL's ppo_atari.py")):

@@ -604,10 +604,9 @@ def main(argv=None):
     )
     # Seeded by the trials the journal holds: a search started again draws new settings, where a sampler seeded as
     # the first part was would replay the first part's random start (TPE's first trials are random draws)
-    sampler = optuna.samplers.TPESampler(
+    study.sampler = optuna.samplers.TPESampler(
         n_startup_trials=8, multivariate=True, constant_liar=True, seed=len(study.trials)
     )
-    study.sampler = sampler
     if not study.trials:
         study.enqueue_trial(defaults, user_attrs={"defaults": True})  # trial 0: today's defaults
     requeue_stopped(study)
