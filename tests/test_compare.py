@@ -445,6 +445,7 @@ def test_a_run_that_exits_without_events_is_a_failed_run_not_a_crash_of_the_laun
     assert capsys.readouterr().out.count("failed (0 runs' events, not one)") == 3
 
 
+@pytest.mark.fixed_seed  # 100 games of seed 1 with the known-good ale-py: another version may play others
 def test_random_atari_play_gives_the_random_score_the_atari_suite_normalizes_by():
     pytest.importorskip("ale_py")
     import tomllib

@@ -64,7 +64,7 @@ def fake_space(tmp_path, monkeypatch, budget="budget = 1000"):
         tag = "charts/episodic_return"
         {budget}
         seeds = [1, 2, 3]
-        proof_seeds = [11, 12, 13]
+        proof_seeds = [11, 12]
         [normalize]
         "Env-v0" = [0, 10]
         [params]
@@ -216,7 +216,7 @@ def test_a_tiny_search_on_cartpole_writes_its_journal_proves_its_winner_and_writ
         tag = "charts/episodic_return"
         budget = 2000
         seeds = [1, 2, 3]
-        proof_seeds = [11, 12, 13]
+        proof_seeds = [11, 12]
         [normalize]
         "CartPole-v1" = [22.9, 500]
         [params]
@@ -241,8 +241,8 @@ def test_a_tiny_search_on_cartpole_writes_its_journal_proves_its_winner_and_writ
 
     assert set(winner) == set(presets.A2C_CARTPOLE["continuous"])  # every flag a preset names
     saved = __import__("json").loads((tmp_path / "results" / "tune-cartpole.json").read_text())
-    assert len(saved["runs"]) == 6  # the tuned setting and the defaults, three unseen seeds each
-    assert {run["seed"] for run in saved["runs"]} == {11, 12, 13}
+    assert len(saved["runs"]) == 4  # the tuned setting and the defaults, two unseen seeds each
+    assert {run["seed"] for run in saved["runs"]} == {11, 12}
     assert saved["search"]["winner"] == {
         "label": "trial 1",
         "params": study.trials[1].params,
@@ -252,7 +252,7 @@ def test_a_tiny_search_on_cartpole_writes_its_journal_proves_its_winner_and_writ
     assert len(saved["search"]["trials"]["rows"]) == 2
     assert f"learning_rate={study.trials[1].params['learning-rate']!r}," in preset
     # another clone, with the journal and the proof's record only: nothing runs again, the same results
-    assert len(__import__("json").loads(kept.with_suffix(".proof.json").read_text())) == 6
+    assert len(__import__("json").loads(kept.with_suffix(".proof.json").read_text())) == 4
     assert tune.main([*common, "--out", str(tmp_path / "elsewhere"), "--n-trials", "2"]) == 0
     again = __import__("json").loads((tmp_path / "results" / "tune-cartpole.json").read_text())
     assert again["runs"] == saved["runs"] and again["values"] == saved["values"]
