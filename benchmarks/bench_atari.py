@@ -1,8 +1,8 @@
 """ppo_puffer_async.py on Atari beside CleanRL's ppo_atari.py, run here: training speed (and Stable-Baselines3's PPO
-with CnnPolicy) at CleanRL's settings, where a step's time goes, and learning at 1M agent steps (4M frames).
+with CnnPolicy) at CleanRL's settings, and where a step's time goes. Learning is a suite
+(`python benchmarks/launch.py atari --cleanrl CLEANRL_CLONE`, benchmarks/suites/atari.toml).
 
     python benchmarks/bench_atari.py --speed --cleanrl CLEANRL_CLONE         # SPS side by side; ~10 min
-    python benchmarks/bench_atari.py --learn --cleanrl CLEANRL_CLONE         # Breakout and Pong, seeds 1-3, both
 
 CLEANRL_CLONE is a clone of github.com/vwxyzjn/cleanrl holding CLEANRL_COMMIT; its ppo_atari.py is written out with
 the edits of benchmarks/anchors/cleanrl.py, the fewest that Gymnasium 1.x and ale-py 0.12 need, beside the
@@ -11,29 +11,19 @@ PPO; OpenCV for Gymnasium's ResizeObservation in CleanRL's make_env and for SB3'
 
 Speed: each learner trains --speed-steps agent steps with both cores, one after the other, twice over in alternation
 (ours, CleanRL's, SB3's, ours, ...); a row's SPS is the better of its two, the ratio is against CleanRL's.
-
-Learning: every (learner, game, seed) is a subprocess pinned to one core, two at a time, in its own folder under
---out; a finished run's result is kept there and a killed run of ours goes on from its checkpoint, so rerunning the
-command only runs what is missing. The statistic, the same for both: the mean full-game return (all lives,
-unclipped) of each run's last 100 training episodes. Ours also reports its final evaluation (10 whole games).
 """
 
 import argparse
-import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from anchors import cleanrl as cleanrl_anchor  # noqa: E402
-from anchors import random_atari  # noqa: E402
 
 import results as results_module  # noqa: E402
 
@@ -76,22 +66,6 @@ start = time.perf_counter()
 model.learn(int(sys.argv[2]))
 print(f"SPS {int(sys.argv[2]) / (time.perf_counter() - start):.0f}")
 """
-# Ours in this process, its episodes' returns appended to episodes.jsonl as each update pops them (a resumed run
-# appends to the same file): the benchmark's own record, the script unchanged.
-OURS = """
-import json, sys
-sys.path.insert(0, sys.argv[1])
-import ppo_puffer_async
-from common.puffer_envs import EpisodeLog
-pop = EpisodeLog.pop
-def recording_pop(self):
-    returns, lengths, agents = pop(self)
-    with open("episodes.jsonl", "a") as f:
-        f.write(json.dumps([float(r) for r in returns]) + "\\n")
-    return returns, lengths, agents
-EpisodeLog.pop = recording_pop
-ppo_puffer_async.main(sys.argv[2:])
-"""
 
 
 def envpool_script(clone: str, out: Path) -> Path:
@@ -109,7 +83,7 @@ def envpool_script(clone: str, out: Path) -> Path:
 
 def ours_command(game: str, seed: int, steps: int) -> list:
     flags = ["--env-id", f"atari-{game}", "--seed", str(seed), "--total-timesteps", str(steps)]
-    return [sys.executable, "-c", OURS, str(ROOT), *flags]
+    return [sys.executable, str(ROOT / "ppo_puffer_async.py"), *flags]
 
 
 def sps_in(text: str) -> float:
@@ -212,119 +186,9 @@ def speed(opts, out: Path):
     return columns, rows, measured
 
 
-def learning_curve_stat(folder: Path, learner: str) -> list:
-    """Every training episode's full-game return, in order."""
-    if learner == "ours":
-        lines = (folder / "episodes.jsonl").read_text().splitlines()
-        return [r for line in lines for r in json.loads(line)]
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    (run_dir,) = (folder / "runs").iterdir()
-    events = EventAccumulator(str(run_dir), size_guidance={"scalars": 0}).Reload()
-    return [e.value for e in events.Scalars("charts/episodic_return")]
-
-
-def cleanrl_finished(folder: Path, steps: int) -> bool:
-    """Whether a CleanRL run in `folder` trained all its updates (its last charts/SPS is at the last one's step)."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    run_dirs = list(folder.glob("runs/*"))
-    if len(run_dirs) != 1:
-        return False
-    events = EventAccumulator(str(run_dirs[0]), size_guidance={"scalars": 0}).Reload()
-    if "charts/SPS" not in events.Tags()["scalars"]:
-        return False
-    return events.Scalars("charts/SPS")[-1].step >= (steps // 1024) * 1024
-
-
-def learn_one(learner: str, game: str, seed: int, opts, core: int) -> dict:
-    """One 1M-step run on `core` (or its kept result)."""
-    folder = Path(opts.out) / "learn" / learner / game / str(seed)
-    result_file = folder / "result.json"
-    if result_file.exists():
-        return json.loads(result_file.read_text())
-    folder.mkdir(parents=True, exist_ok=True)
-    steps = opts.total_timesteps
-    if learner == "ours":
-        # the run works in `folder`, so the checkpoint is passed as an absolute path
-        checkpoints = sorted(folder.glob("runs/*/ppo_puffer_async.pt"))
-        command = ours_command(game, seed, steps) + ["--torch-threads", "1", "--checkpoint-freq", "50"]
-        if checkpoints:  # a run that was stopped goes on from its last save
-            command = [sys.executable, "-c", OURS, str(ROOT), "--resume", str(checkpoints[-1].resolve())]
-    else:
-        script = cleanrl_anchor.write_script("ppo_atari", opts.cleanrl, Path(opts.out) / "cleanrl")
-        command = [sys.executable, str(script.resolve()), "--env-id", GAMES[game], "--seed", str(seed)]
-        command += ["--total-timesteps", str(steps)]
-        if not cleanrl_finished(folder, steps):  # an unfinished CleanRL run cannot resume: start it again
-            for old in folder.glob("runs"):
-                subprocess.run(["rm", "-rf", str(old)])
-            (folder / "log.txt").unlink(missing_ok=True)
-        else:  # it finished, but its result was never written (this benchmark was stopped meanwhile)
-            command = None
-    start = time.time()
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    if command is not None:
-        with open(folder / "log.txt", "a") as log:
-            proc = subprocess.run(["taskset", "-c", str(core), *command], cwd=folder, env=env, stdout=log, stderr=log)
-        if proc.returncode != 0:
-            raise SystemExit(f"{learner} {game} seed {seed} failed: {folder / 'log.txt'}")
-    returns = learning_curve_stat(folder, learner)
-    text = (folder / "log.txt").read_text()
-    result = dict(
-        last_100=float(np.mean(returns[-100:])),
-        episodes=len(returns),
-        sps=sps_in(text),
-        minutes=(time.time() - start) / 60,
-    )
-    if learner == "ours":  # "eval return 12.30 +/- 1.20 (10 episodes)" on the done line
-        result["eval"] = float(re.findall(r"eval return (-?[\d.]+)", text)[-1])
-    result_file.write_text(json.dumps(result))
-    return result
-
-
-def learn(opts):
-    # ours and CleanRL's run side by side, seed by seed, so that a set cut short has pairs to compare
-    jobs = [(learner, game, seed) for game in opts.games for seed in opts.seeds for learner in ("ours", "cleanrl")]
-    free = list(opts.cores)
-
-    def work(job):
-        core = free.pop()
-        try:
-            return job, learn_one(*job, opts, core)
-        finally:
-            free.append(core)
-
-    results = {}
-    with ThreadPoolExecutor(len(opts.cores)) as pool:
-        for job, result in pool.map(work, jobs):
-            results[job] = result
-            print(f"{job}: {result}", flush=True)
-    rows = []
-    for game in opts.games:
-        random_score = random_atari.random_atari(f"atari-{game}", 100)
-        results[("random", game, 0)] = {"last_100": random_score}
-        rows.append([GAMES[game], "uniformly random actions (100 games)", "", f"{random_score:.1f}", ""])
-        for learner, name in (("ours", "ppo_puffer_async.py"), ("cleanrl", "CleanRL's ppo_atari.py")):
-            runs = [results[(learner, game, seed)] for seed in opts.seeds]
-            last = [run["last_100"] for run in runs]
-            evals = " / ".join(f"{run['eval']:.1f}" for run in runs) if learner == "ours" else ""
-            rows.append(
-                [
-                    GAMES[game],
-                    name,
-                    " / ".join(f"{x:.1f}" for x in last),
-                    f"**{np.mean(last):.1f}**",
-                    evals,
-                ]
-            )
-    columns = ["game", "learner", "last 100 episodes, per seed", "mean", "final evaluation, per seed"]
-    return columns, rows, {f"{a}/{b}/{c}": r for (a, b, c), r in results.items()}
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--speed", action="store_true", help="training SPS side by side")
-    parser.add_argument("--learn", action="store_true", help="learning at --total-timesteps, seeds, games")
     parser.add_argument("--cleanrl", help="a clone of github.com/vwxyzjn/cleanrl (for CleanRL's script)")
     parser.add_argument(
         "--envpool-python",
@@ -333,16 +197,10 @@ def main():
     )
     parser.add_argument("--speed-steps", type=int, default=40_960)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--games", nargs="+", default=list(GAMES), choices=list(GAMES))
-    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
-    parser.add_argument("--total-timesteps", type=int, default=1_000_000)
-    parser.add_argument("--cores", type=int, nargs="+", default=[0, 1], help="one run at a time on each core")
     parser.add_argument("--out", default="bench_results/atari")
     opts = parser.parse_args()
-    if not (opts.speed or opts.learn):
-        raise SystemExit("choose --speed or --learn")
-    if opts.learn and not opts.cleanrl:
-        raise SystemExit("--learn runs CleanRL's ppo_atari.py beside ours: give --cleanrl CLEANRL_CLONE")
+    if not opts.speed:
+        raise SystemExit("--speed: the only measurement here (learning: python benchmarks/launch.py atari)")
     start = time.time()
     if opts.speed:
         columns, rows, runs = speed(opts, Path(opts.out) / "speed")
@@ -371,36 +229,6 @@ def main():
             table = dict(columns=columns, rows=rows, notes=notes)
             results_module.save("atari-speed", minutes, table=table, runs=[runs], readme=readme)
             results_module.save("atari-split", minutes, table=split, runs=[])
-    if opts.learn:
-        columns, rows, runs = learn(opts)
-        print(results_module.markdown(columns, rows))
-        notes = [
-            f"{opts.total_timesteps:,} agent steps ({4 * opts.total_timesteps:,} frames) per run at each script's "
-            "defaults (CleanRL's settings), one core each, two runs at a time (speed: the speed table). The "
-            "statistic: the mean full-game "
-            "return (all lives, unclipped) of each run's last 100 training episodes; ours' final evaluation: 10 "
-            "whole games, sampled actions."
-        ]
-        default = (opts.games, opts.seeds, opts.total_timesteps) == (list(GAMES), [1, 2, 3], 1_000_000)
-        if default:
-            # The set's length on its cores from each run's own SPS: an invocation that finds runs kept takes less
-            train_minutes = [opts.total_timesteps / result["sps"] / 60 for result in runs.values() if "sps" in result]
-            minutes = sum(train_minutes) / len(opts.cores)
-            means = {}
-            for game in GAMES:
-                for learner in ("ours", "cleanrl"):
-                    last_100 = [runs[f"{learner}/{game}/{seed}"]["last_100"] for seed in opts.seeds]
-                    means[f"{learner}/{game}"] = np.mean(last_100)
-            breakout = f"{means['ours/breakout']:.1f} (CleanRL's `ppo_atari.py`: {means['cleanrl/breakout']:.1f})"
-            pong = f"{means['ours/pong']:.1f} ({means['cleanrl/pong']:.1f})"
-            readme = dict(
-                task="Atari (Breakout, Pong) from frames, `ppo_puffer_async.py`, 1M agent steps",
-                result=f"Breakout {breakout}; Pong {pong}: last 100 games, mean of seeds 1-3",
-                page="docs/atari.md#learning",
-                order=12,
-            )
-            table = dict(columns=columns, rows=rows, notes=notes)
-            results_module.save("atari-learning", minutes, table=table, runs=[runs], readme=readme)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@ BENCHES = {
     "mujoco-speed": ("python benchmarks/bench_mujoco.py --cleanrl CLEANRL_CLONE", 15),
     "atari-speed": ATARI_SPEED,
     "atari-split": ATARI_SPEED,
-    "atari-learning": ("python benchmarks/bench_atari.py --learn --cleanrl CLEANRL_CLONE", 720),
     "setup": ("python benchmarks/bench_setup.py", 8),
     "tetris-env": ("python benchmarks/bench_tetris_env.py --ocean OCEAN_DIR", 1),
     "tetris-ppo_tetris": ("python benchmarks/bench_tetris.py --script ppo_tetris", 20),
