@@ -32,10 +32,11 @@ bounds are) or a list of `choices`; optionally the pruner (`pruner`: "median", t
   (--journal; default OUT/journal.log) and the proof's finished runs beside it (JOURNAL's name, .proof.json) are all
   a search needs to go on, on another machine too: --journal benchmarks/results/runs/NAME.log keeps them where git
   does.
-- The proof: the best two trials and the defaults, on the space's proof seeds, through benchmarks/launch.py's
+- The proof: the best two tuned trials and the defaults, on the space's proof seeds, through benchmarks/launch.py's
   runner; the results file benchmarks/results/tune-NAME.json holds every trial (settings, value, cost, state), the
-  proof's table and curves, and the verdict of the winner (the search's best trial, chosen before the proof): better
-  where its interval of the normalized IQM lies above the defaults', on par where they overlap, worse where below.
+  proof's table and curves, and the verdict of the winner (the search's best tuned trial, chosen before the proof;
+  the notes say so where the defaults ranked above it): better where its interval of the normalized IQM lies above
+  the defaults', on par where they overlap, worse where below.
   The winner's preset (every flag a preset of the script names) is written to OUT/preset.py, in the form of
   common/presets.py's entries.
 """
@@ -481,6 +482,9 @@ def prove(space: dict, study, defaults: dict, budget: int, out: Path, opts) -> d
         proof["verdicts"][learner["label"]] = compare.verdict(estimates[learner["label"]], estimates["defaults"])
     proof["winner"] = learners[0]
     proof["verdict"] = proof["verdicts"][learners[0]["label"]]
+    # Where the defaults scored best on the search's seeds, the search found nothing better: the proof still runs its
+    # best tuned setting, to show on unseen seeds how far the search's ranking carries
+    proof["defaults_first"] = study.best_trial.params == defaults
     return proof
 
 
@@ -502,9 +506,10 @@ def preset_text(space: dict, defaults_all: dict, winner: dict, proof: dict) -> s
     preset = {name: tuned.get(name, defaults_all[name]) for name in preset_keys(space, defaults_all)}
     tuned_estimate = fmt_estimate(proof["estimates"][winner["label"]])
     defaults_estimate = fmt_estimate(proof["estimates"]["defaults"])
+    ranked = ", its best tuned setting (the search ranked the defaults first)" if proof["defaults_first"] else ""
     lines = [
         f"# {space['script']} on {', '.join(space['envs'])}: {winner['label']} of the search "
-        f"benchmarks/spaces/{space['name']}.toml, {proof['verdict']} against the defaults on the unseen seeds",
+        f"benchmarks/spaces/{space['name']}.toml{ranked}, {proof['verdict']} against the defaults on the unseen seeds",
         f"# {space['proof_seeds']} (normalized IQM and 95% interval: {tuned_estimate} against {defaults_estimate}).",
         "dict(",
     ]
@@ -519,10 +524,17 @@ def search_notes(study, space: dict, budget: int, proof: dict) -> list:
     states = [row[1] for row in trials["rows"]]
     core_minutes = sum(float(row[3]) for row in trials["rows"])
     winner = proof["winner"]
+    if proof["defaults_first"]:
+        found = (
+            f"The search ranked the defaults first (value {study.best_value:.3f}): no setting it tried scored higher "
+            f"on its seeds. Its best tuned setting, {winner['label']} (`{shown(winner['params'])}`),"
+        )
+    else:
+        found = f"The winner, {winner['label']} (`{shown(winner['params'])}`),"
     summary = (
         f"The search: {len(states)} trials ({states.count('complete')} complete, {states.count('pruned')} pruned, "
         f"{states.count('fail')} stopped or failed), {budget:,} steps a run, seeds {space['seeds']}, "
-        f"{core_minutes:.0f} core-minutes of runs. The winner, {winner['label']} (`{shown(winner['params'])}`), "
+        f"{core_minutes:.0f} core-minutes of runs. {found} "
         f"is **{proof['verdict']}** against the defaults on the unseen seeds {space['proof_seeds']}: normalized IQM "
         f"{fmt_estimate(proof['estimates'][winner['label']])} against {fmt_estimate(proof['estimates']['defaults'])} "
         f"(95% intervals). A trial's value: the mean over its seeds of the normalized final score, less one "
@@ -533,6 +545,13 @@ def search_notes(study, space: dict, budget: int, proof: dict) -> list:
             f" The search's second, {label}, is {word} against the defaults there: "
             f"{fmt_estimate(proof['estimates'][label])}."
         )
+    # the scores are taken at one step budget, so a setting that trains more per step is not charged for it there
+    minutes = {}
+    for run in proof["runs"]:
+        minutes.setdefault(run["label"], []).append(run["minutes"])
+    walls = ", ".join(f"{label} {np.mean(values):.1f}" for label, values in minutes.items())
+    cores = "one core" if space.get("cores", 1) == 1 else f"{space['cores']} cores"
+    summary += f" Wall-clock minutes of a proof run on {cores}, the mean over its seeds: {walls}."
     return [summary, compare.markdown(trials["columns"], trials["rows"])]
 
 
@@ -628,6 +647,8 @@ def main(argv=None):
     print(compare.markdown(proof["table"]["columns"], proof["table"]["rows"]))
     winner = proof["winner"]
     (out / "preset.py").write_text(preset_text(space, defaults_all, winner, proof))
+    if proof["defaults_first"]:
+        print(f"tune: the search ranked the defaults first; its best tuned setting, {winner['label']}:", flush=True)
     print(
         f"tune: {winner['label']} ({shown(winner['params'])}) is {proof['verdict']} against the defaults on the "
         f"unseen seeds: normalized IQM {fmt_estimate(proof['estimates'][winner['label']])} against "

@@ -251,6 +251,13 @@ def test_a_tiny_search_on_cartpole_writes_its_journal_proves_its_winner_and_writ
     assert saved["values"]["winner.verdict"] in ("better", "on par", "worse")
     assert len(saved["search"]["trials"]["rows"]) == 2
     assert f"learning_rate={study.trials[1].params['learning-rate']!r}," in preset
+    # where the defaults scored best in the search, the notes and the preset say that its winner is the best tuned one
+    defaults_first = study.trials[0].value >= study.trials[1].value
+    assert any("ranked the defaults first" in note for note in saved["table"]["notes"]) == defaults_first
+    assert ("ranked the defaults first" in preset) == defaults_first
+    minutes = [run["minutes"] for run in saved["runs"] if run["label"] == "defaults"]
+    assert "on one core, the mean over its seeds: trial 1 " in saved["table"]["notes"][-2]  # wall time beside scores
+    assert saved["table"]["notes"][-2].endswith(f"defaults {sum(minutes) / len(minutes):.1f}.")
     # another clone, with the journal and the proof's record only: nothing runs again, the same results
     assert len(__import__("json").loads(kept.with_suffix(".proof.json").read_text())) == 4
     assert tune.main([*common, "--out", str(tmp_path / "elsewhere"), "--n-trials", "2"]) == 0
