@@ -210,8 +210,8 @@ def live_curve(job: dict, tag: str) -> list:
 
 def calibrate(space: dict, defaults: dict, minutes: float, out: Path) -> int:
     """The step budget the defaults reach in `minutes` of training: a short run of the defaults
-    (space["calibrate_steps"]) measures their steps per second (charts/SPS, the script's own), rounded to two
-    significant figures."""
+    (space["calibrate_steps"]) measures their steps per second (charts/SPS, the script's own) over its second half,
+    which carries its last step on to `minutes`; rounded to two significant figures."""
     steps = space.get("calibrate_steps", 20_000)
     folder = out / "calibrate"
     job = {"folder": folder, "cores": space.get("cores", 1)}
@@ -221,11 +221,24 @@ def calibrate(space: dict, defaults: dict, minutes: float, out: Path) -> int:
     if process.wait() != 0:
         raise SystemExit(f"error: the calibration run failed: {folder / 'log.txt'}")
     process.log.close()
-    sps = live_curve(job, "charts/SPS")[-1][3]
-    budget = sps * 60 * minutes
+    sps, budget = steps_in(live_curve(job, "charts/SPS"), minutes)
     rounded = int(round(budget, 1 - int(math.floor(math.log10(budget)))))
-    print(f"tune: the defaults train at {sps:,.0f} steps/s: {minutes:g} min is a budget of {rounded:,} steps")
+    print(f"tune: the defaults train at {sps:,.0f} steps/s after start-up: {minutes:g} min is {rounded:,} steps")
     return rounded
+
+
+def steps_in(sps_curve: list, minutes: float) -> tuple:
+    """(steps per second, steps reached in `minutes`) from a run's charts/SPS curve. charts/SPS is the run's steps
+    over its time so far, start-up included, so a short run's last value undercounts what a long one does: the rate
+    of the curve's second half (on the script's clock, step / SPS) carries its last step on to `minutes`."""
+    end = sps_curve[-1]
+    middle = next(row for row in sps_curve if row[0] >= end[0] / 2)
+    seconds_end = end[0] / end[3]
+    seconds_middle = middle[0] / middle[3]
+    sps = end[3]
+    if seconds_end > seconds_middle:
+        sps = (end[0] - middle[0]) / (seconds_end - seconds_middle)
+    return sps, end[0] + sps * (60 * minutes - seconds_end)
 
 
 # ----- the search -----

@@ -204,6 +204,14 @@ def test_the_budget_is_calibrated_to_minutes_at_the_defaults_speed(tmp_path, mon
     assert journal(out).user_attrs["budget"] == 15_000  # 500 steps/s x 30 s
 
 
+def test_the_calibration_leaves_the_start_up_out_of_the_rate():
+    # 10 s of start-up, then 1,000 steps/s: charts/SPS (steps over all the time so far) reads 500 at step 10,000 and
+    # 666.7 at 20,000 (30 s); the second half's rate is 1,000, and a minute reaches 20,000 + 1,000 x 30 steps
+    curve = [[step, 0.0, 0.0, step / (10 + step / 1000)] for step in (5_000, 10_000, 15_000, 20_000)]
+    sps, budget = tune.steps_in(curve, 1)
+    assert sps == pytest.approx(1000) and budget == pytest.approx(50_000)  # the last value alone: 40,000
+
+
 def test_a_tiny_search_on_cartpole_writes_its_journal_proves_its_winner_and_writes_its_preset(tmp_path, monkeypatch):
     import results
 
