@@ -402,6 +402,7 @@ def main(argv=None):
         values=values,
         readme=readme,
         depends_on=repo_files(suite),
+        presets=results_module.presets_taken([job["command"] for job in jobs]),
         extra={"suite": data, "machine_minutes": round(minutes, 1)},
     )
     record.unlink(missing_ok=True)  # its runs are in the results file now

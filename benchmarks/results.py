@@ -48,13 +48,91 @@ def code_tree(text: str) -> ast.Module:
     return tree
 
 
-def content_hash(text, python: bool = True) -> str:
-    """A file's hash, a Python file's blind to comments and docstrings ("missing": no file)."""
+def content_hash(text, python: bool = True, tree=None) -> str:
+    """A file's hash, a Python file's blind to comments and docstrings ("missing": no file); `tree`, the syntax tree
+    to hash in its place (a file seen in part: `seen_code`)."""
     if text is None:
         return "missing"
-    if python:
+    if tree is not None:
+        text = ast.dump(tree)
+    elif python:
         text = ast.dump(code_tree(text))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# The file of per-env presets: a result's runs took some of its entries, and a change to another leaves its figures.
+PRESETS = "common/presets.py"
+
+
+def preset_tables(tree: ast.Module) -> dict:
+    """common/presets.py's tables, {script: {entry: its dict(...) node}}: a script's table is its name in capitals
+    (PPO_PUFFER_ASYNC for ppo_puffer_async.py)."""
+    tables = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and len(node.targets) == 1:
+            name = getattr(node.targets[0], "id", "")
+            if name.lower() in SCRIPTS:
+                entries = zip(node.value.keys, node.value.values)
+                tables[f"{name.lower()}.py"] = {key.value: value for key, value in entries}
+    return tables
+
+
+def seen_code(relpath: str, text: str, presets: dict, read=read_file):
+    """The syntax tree of the part of a file that a result's runs ran, or None for the whole file. `presets`,
+    {script: [the entries of its table in common/presets.py the runs took; "": the script's own Args]}. Of
+    common/presets.py: its code without the entries no run took. Of a script none of whose runs took its own Args:
+    its code without the defaults of the Args fields that every entry taken sets (the preset replaces them)."""
+    if not presets or not (relpath == PRESETS or relpath in presets):
+        return None
+    tree = code_tree(text)
+    if relpath == PRESETS:
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and len(node.targets) == 1:
+                script = f"{getattr(node.targets[0], 'id', '').lower()}.py"
+                taken = presets.get(script, [])
+                kept = [(key, value) for key, value in zip(node.value.keys, node.value.values) if key.value in taken]
+                node.value.keys = [key for key, _ in kept]
+                node.value.values = [value for _, value in kept]
+        return tree
+    if "" in presets[relpath]:
+        return None
+    presets_text = read(PRESETS)
+    if presets_text is None:
+        return None
+    table = preset_tables(code_tree(presets_text)).get(relpath, {})
+    named = [{keyword.arg for keyword in table[entry].keywords} for entry in presets[relpath] if entry in table]
+    if len(named) < len(presets[relpath]):  # an entry no longer there: the whole file
+        return None
+    replaced = set.intersection(*named)
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "Args":
+            for field in node.body:
+                if isinstance(field, ast.AnnAssign) and getattr(field.target, "id", "") in replaced:
+                    field.value = None
+    return tree
+
+
+def presets_taken(commands: list) -> dict:
+    """{script: [entries]} of common/presets.py that these command lines' runs of the scripts take ("": the script's
+    own Args), as the script's preset function chooses them (`seen_code`'s argument)."""
+    from common import presets as presets_module
+
+    taken = {}
+    for command in commands:
+        words = shlex.split(command)
+        scripts = [name for name in SCRIPTS if any(word.endswith(f"{name}.py") for word in words)]
+        if not scripts:  # an anchor's command
+            continue
+        flags = dict(zip(words, words[1:]))
+        values = {}
+        table = getattr(presets_module, scripts[0].upper(), {})  # ppo_tetris.py has no presets: its Args
+        if table and "--env-id" in flags:  # else the script's default env: its Args
+            chosen = getattr(presets_module, scripts[0])(flags["--env-id"], flags.get("--env-kwargs", ""))
+            values = {key: value for key, value in chosen.items() if key not in ("env_id", "env_kwargs")}
+        entries = [name for name, entry in table.items() if entry == values] if values else [""]
+        found = taken.setdefault(f"{scripts[0]}.py", [])
+        found += [entry for entry in entries if entry not in found]
+    return {script: sorted(entries) for script, entries in taken.items()}
 
 
 def imported_files(relpath: str, text: str) -> set:
@@ -90,10 +168,11 @@ def mentioned_scripts(text: str) -> set:
     return {f"{name}.py" for name in SCRIPTS if re.search(rf"\b{name}\b", code)}
 
 
-def dependencies(benchmark: str, command: str = "", read=read_file, depends_on=()) -> dict:
+def dependencies(benchmark: str, command: str = "", read=read_file, depends_on=(), presets=None) -> dict:
     """{file: content_hash} of the files a benchmark's figures depend on: the benchmark, the benchmark modules it
     imports, the scripts it or its command line names, `depends_on` (files it runs otherwise), and every common/
-    module those import, transitively. `read(relpath)` gives a file's text (the working tree's, or a commit's)."""
+    module those import, transitively; of common/presets.py and the scripts, the part its runs took (`presets`:
+    `seen_code`). `read(relpath)` gives a file's text (the working tree's, or a commit's)."""
     pending = {benchmark, *depends_on} | mentioned_scripts(read(benchmark) or "") | mentioned_scripts(command)
     seen = {}
     while pending:
@@ -101,7 +180,8 @@ def dependencies(benchmark: str, command: str = "", read=read_file, depends_on=(
         if relpath in seen:
             continue
         text = read(relpath)
-        seen[relpath] = content_hash(text, relpath.endswith(".py"))
+        part = seen_code(relpath, text, presets, read) if text is not None else None
+        seen[relpath] = content_hash(text, relpath.endswith(".py"), part)
         if text is not None and relpath.endswith(".py"):
             pending |= imported_files(relpath, text) - set(seen)
     return {
@@ -112,12 +192,15 @@ def dependencies(benchmark: str, command: str = "", read=read_file, depends_on=(
 
 
 def changed_dependencies(result: dict, read=read_file) -> list:
-    """The files on a result's path whose code differs from what it measured (its "dependencies")."""
-    return [
-        relpath
-        for relpath, digest in result.get("dependencies", {}).items()
-        if content_hash(read(relpath), relpath.endswith(".py")) != digest
-    ]
+    """The files on a result's path whose code differs from what it measured (its "dependencies"; of the presets and
+    the scripts, the part its runs took: its "presets")."""
+    changed = []
+    for relpath, digest in result.get("dependencies", {}).items():
+        text = read(relpath)
+        part = seen_code(relpath, text, result.get("presets"), read) if text is not None else None
+        if content_hash(text, relpath.endswith(".py"), part) != digest:
+            changed.append(relpath)
+    return changed
 
 
 def git(*command) -> str:
@@ -150,7 +233,7 @@ def placeholders(argv: list) -> list:
     return [LOCAL_PATHS.get(argv[i - 1], arg) if i else arg for i, arg in enumerate(argv)]
 
 
-def stamp(minutes: float, depends_on=()) -> dict:
+def stamp(minutes: float, depends_on=(), presets=None) -> dict:
     """What a result was measured on: the commit ("+changes" when the code differed from it), the date, the machine,
     the versions, the command as typed, and about how many minutes it took (report.py prints it beside the row)."""
     import gymnasium
@@ -170,19 +253,36 @@ def stamp(minutes: float, depends_on=()) -> dict:
         },
         "command": "python " + shlex.join([os.path.relpath(sys.argv[0], ROOT), *placeholders(sys.argv[1:])]),
         "minutes": round(minutes, 1),
-        "dependencies": dependencies(benchmark, command, depends_on=depends_on),
+        "dependencies": dependencies(benchmark, command, depends_on=depends_on, presets=presets),
+        **({"presets": presets} if presets else {}),
     }
 
 
 def save(
-    name: str, minutes: float, *, table: dict, runs: list, readme=None, values=None, depends_on=(), extra=None
+    name: str,
+    minutes: float,
+    *,
+    table: dict,
+    runs: list,
+    readme=None,
+    values=None,
+    depends_on=(),
+    presets=None,
+    extra=None,
 ) -> Path:
     """Writes benchmarks/results/<name>.json: the stamp; `table` ({"columns": [...], "rows": [[...]], optional
     "notes": [...]}), the table the docs show; `runs`, the per-run figures it came from (seed, result, SPS); `readme`
-    ({"task", "result", "page", "order"}), this benchmark's row in the README's results table, if it has one."""
+    ({"task", "result", "page", "order"}), this benchmark's row in the README's results table, if it has one;
+    `presets`, the entries of common/presets.py its runs took (`presets_taken`): a change elsewhere in that file, or to
+    the Args defaults those replace, leaves its figures."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
-    data = {**stamp(minutes, depends_on), "table": table, "runs": runs, **({"readme": readme} if readme else {})}
+    data = {
+        **stamp(minutes, depends_on, presets),
+        "table": table,
+        "runs": runs,
+        **({"readme": readme} if readme else {}),
+    }
     data.update(extra or {})  # what else a benchmark keeps (a suite: its definition)
     if values:  # single figures for prose: report.py renders <!-- value:NAME:KEY --> markers from them
         data["values"] = values

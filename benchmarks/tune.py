@@ -323,7 +323,9 @@ def progress_line(study, running: list, spent: float, hours, proof_seconds: floa
         line += f"; best {best.value:.3f} (trial {best.number}: {shown(best.params)})"
     line += f"; {spent / 3600:.2f} h spent"
     if hours:
-        line += f", {max(hours - spent / 3600, 0):.2f} h left (the proof needs {proof_seconds / 3600:.2f} h)"
+        line += f", {max(hours - spent / 3600, 0):.2f} h left"
+        if proof_seconds:  # known once a run of the defaults has finished
+            line += f" (the proof needs {proof_seconds / 3600:.2f} h)"
     return line
 
 
@@ -696,6 +698,7 @@ def main(argv=None):
         runs=proof["runs"],
         values=values,
         depends_on=[space["script"]],
+        presets=results_module.presets_taken([command_of(space, env, 1, budget, defaults) for env in space["envs"]]),
         extra={"search": search_data, "suite": suite},
     )
     return 0

@@ -185,6 +185,48 @@ def test_a_table_whose_code_changed_since_it_was_measured_says_so_under_it(monke
     assert f"`{result['command']}` measures it again" in mark
 
 
+def test_a_table_is_marked_by_the_presets_its_runs_took_and_not_by_the_others():
+    results = results_module()
+    files = {
+        "common/presets.py": (
+            "PPO_PUFFER_ASYNC = {\n"
+            '    "continuous": dict(learning_rate=3e-4, horizon=16),\n'
+            '    "atari": dict(learning_rate=2.5e-4, horizon=128),\n'
+            "}\n"
+            "A2C_CARTPOLE = {}\n"
+            "def ppo_puffer_async(env_id):\n    return PPO_PUFFER_ASYNC\n"
+        ),
+        "ppo_puffer_async.py": (
+            "class Args:\n    seed: int = 1\n    learning_rate: float = 3e-3\n    horizon: int = 64\n"
+        ),
+    }
+    mujoco = {"presets": {"ppo_puffer_async.py": ["continuous"]}}
+    tetris = {"presets": {"ppo_puffer_async.py": [""]}}  # the script's own Args
+    every = {}  # a result that does not say which it took: the whole files
+    for result in (mujoco, tetris, every):
+        result["dependencies"] = results.dependencies("x.py", "", files.get, list(files), result.get("presets"))
+
+    def marked():
+        named = {"mujoco": mujoco, "tetris": tetris, "every": every}
+        return [name for name, result in named.items() if results.changed_dependencies(result, files.get)]
+
+    assert marked() == []
+    files["common/presets.py"] = files["common/presets.py"].replace("2.5e-4", "1e-4")  # the Atari entry
+    assert marked() == ["every"]
+    files["common/presets.py"] = files["common/presets.py"].replace("horizon=16", "horizon=32")  # the Box entry
+    assert marked() == ["mujoco", "every"]
+    files["common/presets.py"] = files["common/presets.py"].replace("horizon=32", "horizon=16")
+    files["ppo_puffer_async.py"] = files["ppo_puffer_async.py"].replace("3e-3", "1e-3")  # a default a preset replaces
+    assert marked() == ["tetris", "every"]
+    files["ppo_puffer_async.py"] = files["ppo_puffer_async.py"].replace(
+        "seed: int = 1", "seed: int = 2"
+    )  # one it keeps
+    assert marked() == ["mujoco", "tetris", "every"]
+    files["common/presets.py"] = files["common/presets.py"].replace("return PPO", "return dict(PPO")[:-1] + ")\n"
+    files["ppo_puffer_async.py"] = files["ppo_puffer_async.py"].replace("seed: int = 2", "seed: int = 1")
+    assert marked() == ["mujoco", "tetris", "every"]  # the presets' code, outside the tables, is every run's
+
+
 # What README.md and docs/*.md may say outside a rendered table (<!-- table:NAME -->...<!-- /table:NAME -->), a
 # rendered value (<!-- value:NAME:KEY -->...<!-- /value -->), others' published figures with their source named
 # (<!-- cite -->...<!-- /cite -->) and code (fenced blocks and `inline` spans: commands and flag values): no decimal,
