@@ -28,7 +28,8 @@ bounds are) or a list of `choices`; optionally the pruner (`pruner`: "median", t
   the same seed.
 - --hours is the whole job, search and proof: no trial starts once the time left is what the proof needs. The time
   spent is kept in the journal, so a search stopped and started again goes on with what is left. Ctrl-C stops the
-  runs in flight; the trials they belonged to run again from their start at the next launch. The journal
+  runs in flight; the trials they belonged to run again at the next launch, from the first run they had not
+  finished (the finished runs' scores and points are in the journal). The journal
   (--journal; default OUT/journal.log) and the proof's finished runs beside it (JOURNAL's name, .proof.json) are all
   a search needs to go on, on another machine too: --journal benchmarks/results/runs/NAME.log keeps them where git
   does.
@@ -276,6 +277,24 @@ def step_trial(entry: dict, study, space: dict, budget: int) -> str:
     return "run done"
 
 
+def take_over(study, trial, entry: dict, space: dict) -> int:
+    """A trial that runs again the settings of a stopped one (requeue_stopped) takes over the runs that one finished:
+    their scores and wall times, and the points they reported, so that the pruner sees the same curve; it goes on
+    from the next run. Returns how many runs it took over."""
+    number = trial.user_attrs.get("rerun_of")
+    if number is None:
+        return 0
+    stopped = study.trials[number]
+    runs = min(len(stopped.user_attrs.get("run_seconds", [])), len(space["seeds"]) * len(space["envs"]) - 1)
+    entry["scores"] = {int(seed): by_env for seed, by_env in stopped.user_attrs.get("scores", {}).items()}
+    entry["run_seconds"] = list(stopped.user_attrs.get("run_seconds", []))[:runs]
+    for step, value in sorted(stopped.intermediate_values.items()):
+        if step <= runs * REPORTS:
+            trial.report(value, step)
+    entry["run"] = runs
+    return runs
+
+
 def seed_means(scores: dict, space: dict) -> list:
     """Per finished seed (every env done), the mean over envs of the normalized scores."""
     means = []
@@ -367,9 +386,13 @@ def search(study, space: dict, budget: int, out: Path, opts) -> None:
                 entry = {"trial": trial, "params": params, "run": 0, "scores": {}, "run_seconds": []}
                 entry["started"] = time.time()
                 entry["cores"] = slots.pop(0)
+                taken = take_over(study, trial, entry, space)
                 new_run(entry, space, budget, out, entry["cores"])
                 running.append(entry)
                 print(f"tune: trial {trial.number} started: {shown(params)}", flush=True)
+                if taken:
+                    number = trial.user_attrs["rerun_of"]
+                    print(f"tune: trial {trial.number} goes on from trial {number}'s {taken} runs", flush=True)
             if not running:
                 break
             time.sleep(POLL_SECONDS)
@@ -408,7 +431,7 @@ def search(study, space: dict, budget: int, out: Path, opts) -> None:
             entry["trial"].set_user_attr("stopped", True)
             finish(entry, study, optuna.trial.TrialState.FAIL)
         study.set_user_attr("seconds", round(spent(), 1))
-        print("\ntune: stopped; the same command goes on from the journal (the stopped trials run again)")
+        print("\ntune: stopped; the same command goes on from the journal (each stopped trial from its finished runs)")
         sys.exit(130)
 
 
@@ -421,9 +444,10 @@ def started_count(study) -> int:
 
 
 def requeue_stopped(study) -> None:
-    """A trial stopped by Ctrl-C, or left running by a search that was killed, runs again from its start with its
-    settings: enqueued once, as a new trial. Settings that a trial already ran to its end are not run again: its
-    seeds give the same runs. Either way the stopped trial is left out of the count of trials started."""
+    """A trial stopped by Ctrl-C, or left running by a search that was killed, runs again with its settings: enqueued
+    once, as a new trial, which goes on from the runs it finished (take_over). Settings that a trial already ran to
+    its end are not run again: its seeds give the same runs. Either way the stopped trial is left out of the count of
+    trials started."""
     import optuna
 
     requeued = study.user_attrs.get("requeued", [])

@@ -173,6 +173,40 @@ def test_ctrl_c_stops_the_runs_and_their_trials_run_again_at_the_next_launch(tmp
     assert finished[1].params == stopped_trials[1].params
 
 
+def test_a_trial_stopped_after_its_first_seed_goes_on_from_its_second_at_the_next_launch(tmp_path, monkeypatch, capsys):
+    space = fake_space(tmp_path, monkeypatch)
+    out = tmp_path / "out"
+    second_seed = out / "trials" / "0" / "Env-v0" / "seed2"
+
+    interrupts = []
+
+    def sleep_until_the_second_seed(seconds):
+        if second_seed.exists() and not interrupts:  # the first seed's run is done and the second's has started
+            interrupts.append(seconds)
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(tune.time, "sleep", sleep_until_the_second_seed)
+    with pytest.raises(SystemExit):
+        tune.main([space, "--workers", "1", "--out", str(out), "--no-proof", "--n-trials", "1"])
+    monkeypatch.undo()
+    fake_space(tmp_path, monkeypatch)
+    stopped = journal(out).trials[0]
+    assert list(stopped.user_attrs["scores"]) == ["1"] and len(stopped.user_attrs["run_seconds"]) == 1
+    assert tune.main([space, "--workers", "1", "--out", str(out), "--no-proof", "--n-trials", "1"]) == 0
+    assert "trial 1 goes on from trial 0's 1 runs" in capsys.readouterr().out
+    rerun = journal(out).trials[1]
+    assert rerun.state == optuna.trial.TrialState.COMPLETE and rerun.user_attrs["rerun_of"] == 0
+    assert not (out / "trials" / "1" / "Env-v0" / "seed1").exists()  # the first seed is not run again
+    assert (out / "trials" / "1" / "Env-v0" / "seed3").exists()
+    assert rerun.user_attrs["scores"]["1"] == stopped.user_attrs["scores"]["1"]
+    assert list(rerun.user_attrs["scores"]) == ["1", "2", "3"] and len(rerun.user_attrs["run_seconds"]) == 3
+    assert {step: rerun.intermediate_values[step] for step in range(1, 11)} == {
+        step: stopped.intermediate_values[step] for step in range(1, 11)
+    }  # the pruner sees the first seed's curve as it was reported
+    scores = [rerun.user_attrs["scores"][str(seed)]["Env-v0"] / 10 for seed in (1, 2, 3)]
+    assert rerun.value == pytest.approx(tune.trial_value(scores))
+
+
 def test_a_stopped_trial_runs_again_unless_a_trial_ran_its_settings_to_an_end():
     rate = optuna.distributions.FloatDistribution(0.0001, 0.01, log=True)
     study = optuna.create_study(direction="maximize")
