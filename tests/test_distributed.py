@@ -103,7 +103,7 @@ def start_job(tmp_path, script, *flags):
         stderr=subprocess.STDOUT,
         start_new_session=True,
         text=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"},
     )
     deadline = time.time() + 60
     while "run " not in (tmp_path / "job.log").read_text():
@@ -133,14 +133,20 @@ def test_killing_one_rank_ends_the_job_with_a_message(tmp_path, script):
         assert sorted(ranks) == [0, 1]
         started = time.time()
         ranks[1].kill()
-        proc.wait(timeout=40)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            # rank 0 has not ended by itself (torchrun would SIGKILL it at 30 s): SIGABRT makes faulthandler
+            # (PYTHONFAULTHANDLER) write where each of its threads waits into the log, which the failure shows
+            ranks[0].send_signal(signal.SIGABRT)
+            proc.wait(timeout=40)
         elapsed = time.time() - started
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     log = (tmp_path / "job.log").read_text()
     assert proc.returncode != 0
-    assert elapsed < 15, elapsed
+    assert elapsed < 15, f"{elapsed:.1f} s:\n{log[-6000:]}"
     assert "rank      : 1" in log and "SIGKILL" in log, log[-3000:]  # torchrun's root cause names the rank
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in ranks.values())
 
