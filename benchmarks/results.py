@@ -64,16 +64,21 @@ def content_hash(text, python: bool = True, tree=None) -> str:
 PRESETS = "common/presets.py"
 
 
-def preset_tables(tree: ast.Module) -> dict:
-    """common/presets.py's tables, {script: {entry: its dict(...) node}}: a script's table is its name in capitals
+def table_nodes(tree: ast.Module):
+    """common/presets.py's tables as (script, the table's ast.Dict): a script's table is its name in capitals
     (PPO_PUFFER_ASYNC for ppo_puffer_async.py)."""
-    tables = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and len(node.targets) == 1:
             name = getattr(node.targets[0], "id", "")
             if name.lower() in SCRIPTS:
-                entries = zip(node.value.keys, node.value.values)
-                tables[f"{name.lower()}.py"] = {key.value: value for key, value in entries}
+                yield f"{name.lower()}.py", node.value
+
+
+def preset_tables(tree: ast.Module) -> dict:
+    """common/presets.py's tables, {script: {entry: its dict(...) node}}."""
+    tables = {}
+    for script, table in table_nodes(tree):
+        tables[script] = {key.value: value for key, value in zip(table.keys, table.values)}
     return tables
 
 
@@ -86,13 +91,11 @@ def seen_code(relpath: str, text: str, presets: dict, read=read_file):
         return None
     tree = code_tree(text)
     if relpath == PRESETS:
-        for node in tree.body:
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and len(node.targets) == 1:
-                script = f"{getattr(node.targets[0], 'id', '').lower()}.py"
-                taken = presets.get(script, [])
-                kept = [(key, value) for key, value in zip(node.value.keys, node.value.values) if key.value in taken]
-                node.value.keys = [key for key, _ in kept]
-                node.value.values = [value for _, value in kept]
+        for script, table in table_nodes(tree):
+            taken = presets.get(script, [])
+            kept = [(key, value) for key, value in zip(table.keys, table.values) if key.value in taken]
+            table.keys = [key for key, _ in kept]
+            table.values = [value for _, value in kept]
         return tree
     if "" in presets[relpath]:
         return None
